@@ -1,0 +1,98 @@
+"""The `editcurate` command: one sub-command per stage, `run` for all of them, and `verify`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pipeline.config import Config, ConfigError, load_config
+from pipeline.console import console
+from pipeline.ingest import stage as ingest_stage
+from pipeline.runs import StageFailed, read_manifest
+from pipeline.verify import verify_run
+
+app = typer.Typer(
+    help="Curate code-review edits into a clean fine-tuning corpus.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="TOML config file.")]
+SetOpt = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer needs Optional here
+    typer.Option("--set", "-s", help="Override a config key: --set ingest.batch_size=5000"),
+]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if inputs are unchanged.")]
+
+# Stages in pipeline order. Each module has prepare(cfg) -> StageRun, run(cfg, stage_run) and
+# print_summary(manifest), and raises its own Failed error for one-line user-facing failures.
+STAGES = {"ingest": ingest_stage}
+
+
+def _load(config: Path, overrides: list[str] | None) -> Config:
+    try:
+        return load_config(config, overrides or [])
+    except ConfigError as e:
+        _fail(str(e))
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(2)
+
+
+def _run_stage(cfg: Config, name: str, force: bool) -> None:
+    mod = STAGES[name]
+    try:
+        sr = mod.prepare(cfg)
+        if not force and sr.is_fresh():
+            console.print(f"[dim]{name}: unchanged inputs and config, skipped (--force to re-run)")
+            mod.print_summary(read_manifest(sr.dir))
+            return
+        mod.run(cfg, sr)
+    except StageFailed as e:
+        _fail(str(e))
+    m = read_manifest(sr.dir)
+    mod.print_summary(m)
+    console.print(f"{name}: wrote {sr.dir} in {m['wall_s']:.1f}s")
+
+
+@app.command()
+def ingest(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+    """Read every configured source into items.parquet (+ errors.parquet)."""
+    _run_stage(_load(config, set_), "ingest", force)
+
+
+@app.command("run")
+def run_all(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+    """Run every stage in order; unchanged stages are skipped."""
+    cfg = _load(config, set_)
+    for name in STAGES:
+        _run_stage(cfg, name, force)
+    problems, _ = verify_run(cfg.run_dir)
+    if problems:
+        for p in problems:
+            console.print(f"[red]conservation:[/] {p}")
+        raise typer.Exit(1)
+    console.print(f"[green]run complete[/]: {cfg.run_dir} (conservation verified)")
+
+
+@app.command()
+def verify(run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")]):
+    """Check that every item that entered a stage left it in exactly one output."""
+    problems, passed = verify_run(run_dir)
+    for p in passed:
+        console.print(f"[green]ok[/] {p}")
+    if problems:
+        for p in problems:
+            console.print(f"[bold red]FAIL[/] {p}")
+        console.print(f"[bold red]verify failed[/]: {len(problems)} problem(s) in {run_dir}")
+        raise typer.Exit(1)
+    console.print(f"[green]verify passed[/]: {run_dir}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,1 @@
+"""Ingest: real sources into one typed item schema. One module per source format."""

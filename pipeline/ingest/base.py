@@ -1,0 +1,211 @@
+"""The contract every source module follows, and the batcher that turns records into Arrow.
+
+A source module exposes `read(spec, path, ctx) -> Iterator[Record | RecordError]`. Each input
+record (a JSON line, a CSV row, a git hunk, a review comment) yields exactly one of:
+
+- `Record(ref, items)`: one or more review edits (several suggestion blocks, several change
+  runs of a hunk), or
+- `RecordError(ref, raw, reason, severity)`: a malformed record (`error`) or a well-formed one
+  that holds no edit (`skip`: a comment without a suggestion, a binary file change ...).
+
+So ingest can account for every input record: it is in items.parquet or errors.parquet.
+Sources never compute ids or language; the batcher does, once, for all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from pipeline.schema import (
+    ERROR_SCHEMA,
+    ITEM_SCHEMA,
+    item_id,
+    language_from_path,
+    normalise_language,
+    truncate_raw,
+)
+
+
+@dataclass(slots=True)
+class RawItem:
+    """A review edit as a source found it; the batcher fills id, source and language."""
+
+    repo: str = ""
+    change: str = ""
+    path: str = ""
+    before: str = ""
+    after: str = ""
+    context: str = ""
+    comment: str = ""
+    author: str | None = None
+    author_is_bot: bool | None = None  # None: decided from `author` by the bot patterns
+    lines_removed: int | None = None  # None: counted from `before`
+    lines_added: int | None = None
+    created_at: datetime | None = None
+    language: str = ""  # "" : from the path extension
+
+
+@dataclass(slots=True)
+class Record:
+    ref: str  # where in the source: "line 12", "row 3", "<sha>:<path>:<hunk>"
+    items: list[RawItem]
+
+
+@dataclass(slots=True)
+class RecordError:
+    ref: str
+    raw: str | bytes
+    reason: str
+    severity: str = "error"  # "error" | "skip"
+
+
+class SourceUnreadable(Exception):
+    """A source that cannot be read at all (missing path, not a git repository ...)."""
+
+
+DEFAULT_BOT_PATTERNS = (
+    r"\[bot\]$",
+    r"^dependabot",
+    r"^renovate",
+    r"^pre-commit-ci",
+    r"^github-actions",
+    r"^greenkeeper",
+    r"^snyk-bot$",
+    r"^codecov",
+    r"^mergify",
+    r"^allcontributors",
+    r"^imgbot",
+    r"^web-flow$",
+    r"-bot$",
+)
+
+
+@dataclass
+class IngestContext:
+    """What a source needs from the stage: limits, bot patterns, progress."""
+
+    max_record_bytes: int = 8 * 1024 * 1024
+    batch_size: int = 10_000
+    bot_patterns: tuple[str, ...] = DEFAULT_BOT_PATTERNS
+    advance: Callable[[int], None] = lambda n: None  # progress in the source's own unit
+    set_total: Callable[[int | None], None] = lambda n: None
+    warn: Callable[[str], None] = lambda msg: None  # a problem with the whole source, once
+    _bot_re: re.Pattern[str] | None = field(default=None, init=False, repr=False)
+
+    def is_bot(self, author: str | None) -> bool:
+        if not author:
+            return False
+        if self._bot_re is None:
+            self._bot_re = re.compile("|".join(f"(?:{p})" for p in self.bot_patterns), re.I)
+        return self._bot_re.search(author.strip()) is not None
+
+
+def count_lines(text: str) -> int:
+    """Lines of a code fragment: "" is 0 lines, "a" and "a\\n" are 1."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def to_utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+class Batcher:
+    """Collects records into columnar batches of items and of errors."""
+
+    def __init__(self, source: str, ctx: IngestContext):
+        self.source = source
+        self.ctx = ctx
+        self._items: dict[str, list] = {f.name: [] for f in ITEM_SCHEMA}
+        self._errors: dict[str, list] = {f.name: [] for f in ERROR_SCHEMA}
+        self.records = 0
+        self.items = 0
+        self.errors = 0
+        self.skipped = 0
+        self.reasons: dict[str, int] = {}
+
+    def add(self, rec: Record | RecordError) -> None:
+        self.records += 1
+        if isinstance(rec, RecordError):
+            self._add_error(rec)
+            return
+        if not rec.items:  # a source bug, but never lose the record
+            self._add_error(RecordError(rec.ref, "", "record produced no item", "error"))
+            return
+        many = len(rec.items) > 1
+        for k, it in enumerate(rec.items):
+            self._add_item(f"{rec.ref}#{k}" if many else rec.ref, it)
+
+    def _add_error(self, err: RecordError) -> None:
+        e = self._errors
+        e["source"].append(self.source)
+        e["source_ref"].append(err.ref)
+        e["severity"].append(err.severity)
+        e["reason"].append(err.reason)
+        e["raw"].append(truncate_raw(err.raw))
+        if err.severity == "skip":
+            self.skipped += 1
+        else:
+            self.errors += 1
+        key = _reason_key(err.reason)
+        self.reasons[key] = self.reasons.get(key, 0) + 1
+
+    def _add_item(self, ref: str, it: RawItem) -> None:
+        c = self._items
+        c["id"].append(item_id(it.repo, it.change, it.path, it.before, it.after, it.comment))
+        c["source"].append(self.source)
+        c["source_ref"].append(ref)
+        c["repo"].append(it.repo)
+        c["change"].append(it.change)
+        c["path"].append(it.path)
+        lang = normalise_language(it.language) if it.language else language_from_path(it.path)
+        c["language"].append(lang)
+        c["before"].append(it.before)
+        c["after"].append(it.after)
+        c["context"].append(it.context)
+        c["comment"].append(it.comment)
+        c["author"].append(it.author)
+        bot = it.author_is_bot if it.author_is_bot is not None else self.ctx.is_bot(it.author)
+        c["author_is_bot"].append(bool(bot))
+        removed = it.lines_removed if it.lines_removed is not None else count_lines(it.before)
+        added = it.lines_added if it.lines_added is not None else count_lines(it.after)
+        c["lines_removed"].append(removed)
+        c["lines_added"].append(added)
+        c["created_at"].append(to_utc(it.created_at))
+        self.items += 1
+
+    @property
+    def pending(self) -> int:
+        return len(self._items["id"]) + len(self._errors["source"])
+
+    def take_items(self) -> pa.RecordBatch | None:
+        if not self._items["id"]:
+            return None
+        batch = pa.RecordBatch.from_pydict(self._items, schema=ITEM_SCHEMA)
+        self._items = {f.name: [] for f in ITEM_SCHEMA}
+        return batch
+
+    def take_errors(self) -> pa.RecordBatch | None:
+        if not self._errors["source"]:
+            return None
+        batch = pa.RecordBatch.from_pydict(self._errors, schema=ERROR_SCHEMA)
+        self._errors = {f.name: [] for f in ERROR_SCHEMA}
+        return batch
+
+
+def _reason_key(reason: str) -> str:
+    """The reason's stable head ("malformed JSON: ..." -> "malformed JSON") for counting."""
+    return reason.split(":", 1)[0].strip()
+
+
+Reader = Callable[..., Iterator[Record | RecordError]]

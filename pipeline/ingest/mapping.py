@@ -1,0 +1,191 @@
+"""Field mapping: one input object (a JSON object, a CSV row, a dataset row) -> one item.
+
+The config names, per item field, the input field to read (dotted for nested objects), an
+optional named transform and a default. An item field that is not mapped reads the input field
+of the same name when there is one, so a file already in our field names needs no mapping.
+Transforms are a closed set of pure functions chosen by name: nothing in a config is executed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from pipeline.config import SourceConfig
+from pipeline.ingest.base import RawItem, Record, RecordError
+
+TEXT_FIELDS = (
+    "repo",
+    "change",
+    "path",
+    "before",
+    "after",
+    "context",
+    "comment",
+    "author",
+    "language",
+)
+# Fields where a number is a fine value (a PR number, a numeric repo id) and becomes text.
+NUMBER_OK = {"repo", "change", "author", "path"}
+MAPPABLE = (*TEXT_FIELDS, "author_is_bot", "lines_removed", "lines_added", "created_at")
+_MISSING = object()
+
+_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+_ESCAPE_RE = re.compile(r"\\(.)", re.S)
+
+
+def unrepr(text: str) -> str:
+    """Undo (repeated) Python-repr quoting: '\\\\"Fix leak\\\\n\\\\"' -> 'Fix leak'.
+
+    NoFunEval stores commit messages repr'd twice. Quotes are peeled and backslash escapes
+    decoded until the text stops changing; non-ASCII text is left as it is.
+    """
+    for _ in range(8):
+        s = text.strip()
+        if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+            s = s[1:-1]
+        s = _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(0)), s)
+        if s == text:
+            break
+        text = s
+    return text.strip()
+
+
+_GH_URL = re.compile(r"github\.com/(?:repos/)?([^/\s]+/[^/\s#?]+)")
+
+
+def github_repo(text: str) -> str:
+    """'https://github.com/owner/name/commit/abc' -> 'owner/name' (API URLs too)."""
+    m = _GH_URL.search(text)
+    return m.group(1).removesuffix(".git") if m else text
+
+
+def url_tail(text: str) -> str:
+    """Last path segment of a URL: a commit sha or PR number."""
+    return text.rstrip("/").split("#", 1)[0].rsplit("/", 1)[-1]
+
+
+TRANSFORMS: dict[str, Callable[[str], str]] = {
+    "unrepr": unrepr,
+    "github_repo": github_repo,
+    "url_tail": url_tail,
+    "strip": str.strip,
+    "lower": str.lower,
+}
+
+
+def check_transforms(spec: SourceConfig) -> None:
+    for k, name in spec.transforms.items():
+        if name not in TRANSFORMS:
+            raise ValueError(
+                f"source {spec.display_name()!r}: transforms.{k} = {name!r} is unknown; "
+                f"known: {', '.join(sorted(TRANSFORMS))}"
+            )
+
+
+def lookup(obj: Any, dotted: str) -> Any:
+    """obj["user"]["login"] for "user.login"; an exact key with dots wins."""
+    if isinstance(obj, dict) and dotted in obj:
+        return obj[dotted]
+    cur = obj
+    for part in dotted.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return _MISSING
+        cur = cur[part]
+    return cur
+
+
+def input_field(spec: SourceConfig, name: str) -> str:
+    return spec.fields.get(name, name)
+
+
+def mapped_columns(spec: SourceConfig) -> dict[str, str]:
+    """Item field -> input column, for a check against a table's header."""
+    return {name: input_field(spec, name) for name in MAPPABLE}
+
+
+def map_object(obj: Any, spec: SourceConfig, ref: str) -> Record | RecordError:
+    """Map one input object to a Record with one item, or say exactly what is wrong with it."""
+    if not isinstance(obj, dict):
+        return RecordError(ref, _raw(obj), f"not an object: got {type(obj).__name__}")
+    values: dict[str, Any] = {}
+    for name in MAPPABLE:
+        src = input_field(spec, name)
+        v = lookup(obj, src)
+        if v is _MISSING or v is None or (v == "" and name in spec.defaults):
+            if name in spec.required and name not in spec.defaults:
+                how = f" (input field {src!r})" if src != name else ""
+                return RecordError(ref, _raw(obj), f"missing field: {name}{how}")
+            v = spec.defaults.get(name, _MISSING)
+            if v is _MISSING:
+                continue
+        try:
+            values[name] = _convert(name, v, spec)
+        except (TypeError, ValueError) as e:
+            return RecordError(ref, _raw(obj), f"wrong type: {name} (input field {src!r}) {e}")
+    return Record(ref, [RawItem(**values)])
+
+
+def _convert(name: str, v: Any, spec: SourceConfig) -> Any:
+    if name in TEXT_FIELDS:
+        if isinstance(v, list) and all(isinstance(x, str) for x in v) and name not in NUMBER_OK:
+            v = "\n".join(v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and name in NUMBER_OK:
+            v = str(v)
+        elif not isinstance(v, str):
+            raise TypeError(f"is {type(v).__name__}, expected string")
+        t = spec.transforms.get(name)
+        return TRANSFORMS[t](v) if t else v
+    if name == "author_is_bot":
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+            return v.strip().lower() in ("true", "1", "yes")
+        if isinstance(v, int) and v in (0, 1):
+            return bool(v)
+        raise TypeError(f"is {v!r}, expected true/false")
+    if name in ("lines_removed", "lines_added"):
+        if isinstance(v, bool):
+            raise TypeError("is bool, expected integer")
+        if isinstance(v, int) or (isinstance(v, str) and v.strip().isdigit()):
+            n = int(v)
+            if 0 <= n < 2**31:
+                return n
+        raise TypeError(f"is {v!r}, expected a non-negative integer")
+    if name == "created_at":
+        return parse_time(v)
+    raise AssertionError(name)
+
+
+def parse_time(v: Any) -> datetime | None:
+    """Unix seconds (or milliseconds), or ISO 8601; naive times are taken as UTC."""
+    if isinstance(v, bool):
+        raise TypeError("is bool, expected a time")
+    if isinstance(v, (int, float)):
+        secs = v / 1000 if abs(v) > 1e11 else v
+        return datetime.fromtimestamp(secs, tz=timezone.utc)
+    if isinstance(v, datetime):
+        return v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+    if isinstance(v, str):
+        s = v.strip()
+        if not s:
+            return None
+        if re.fullmatch(r"-?\d+(\.\d+)?", s):
+            return parse_time(float(s))
+        try:
+            t = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"{s[:40]!r} is not a unix time or ISO 8601 date") from None
+        return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    raise TypeError(f"is {type(v).__name__}, expected a time")
+
+
+def _raw(obj: Any) -> str:
+    try:
+        return orjson.dumps(obj, default=str).decode()
+    except TypeError:
+        return repr(obj)

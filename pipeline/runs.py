@@ -1,0 +1,207 @@
+"""The run folder: one sub-folder per stage, its manifest, atomic Parquet writes, skip logic.
+
+A stage writes its outputs to temp files renamed into place, then `manifest.json` last: a stage
+folder without a manifest is unfinished (a killed run) and is redone on the next run. A stage
+whose code version, config section and inputs are unchanged since its manifest is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST = "manifest.json"
+PARQUET_OPTS = dict(compression="zstd", write_statistics=True)
+_VERSIONED = ("editcurate", "polars", "pyarrow", "datasketch", "rapidfuzz", "datasets")
+
+
+class StageFailed(Exception):
+    """A stage cannot go on; the message is one line a user can act on (the CLI exits 2)."""
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def input_fingerprint(path: Path, rev: str | None = None) -> str:
+    """Content fingerprint of an input: a file's sha256, a folder's over its files, a git rev."""
+    if rev is not None:
+        out = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+            capture_output=True,
+            text=True,
+        )
+        return "git:" + (out.stdout.strip() or "unresolved")
+    if path.is_dir():
+        h = hashlib.sha256()
+        for p in sorted(q for q in path.rglob("*") if q.is_file()):
+            h.update(f"{p.relative_to(path).as_posix()}\0{file_sha256(p)}\n".encode())
+        return "dir:" + h.hexdigest()
+    return "sha256:" + file_sha256(path)
+
+
+def _atomic_tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+@contextmanager
+def parquet_sink(path: Path, schema: pa.Schema, meta: dict[str, str]) -> Iterator[pq.ParquetWriter]:
+    """A ParquetWriter on a temp file, renamed over `path` only when the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _atomic_tmp(path)
+    schema = schema.with_metadata({**(schema.metadata or {}), **_meta_bytes(meta)})
+    writer = pq.ParquetWriter(tmp, schema, **PARQUET_OPTS)
+    try:
+        yield writer
+        writer.close()
+        os.replace(tmp, path)
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_parquet(table: pa.Table, path: Path, meta: dict[str, str]) -> None:
+    with parquet_sink(path, table.schema, meta) as w:
+        w.write_table(table)
+
+
+def _meta_bytes(meta: dict[str, str]) -> dict[bytes, bytes]:
+    return {f"editcurate.{k}".encode(): v.encode() for k, v in meta.items()}
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _atomic_tmp(path)
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+@dataclass
+class StageRun:
+    """One execution of a stage: knows its folder, what it depends on, and writes its manifest."""
+
+    run_dir: Path
+    stage: str
+    fingerprint: str  # the stage's code version + config section
+    config_fingerprint: str  # the whole config, for the record
+    inputs: dict[str, str]  # name -> content fingerprint
+    started: float = field(default_factory=time.time)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def dir(self) -> Path:
+        return self.run_dir / self.stage
+
+    @property
+    def meta(self) -> dict[str, str]:
+        """Parquet schema metadata: deterministic, no times."""
+        return {
+            "stage": self.stage,
+            "fingerprint": self.fingerprint,
+            "inputs": json.dumps(self.inputs, sort_keys=True),
+        }
+
+    def is_fresh(self) -> bool:
+        """True when a finished manifest matches this fingerprint and inputs, outputs intact."""
+        m = read_manifest(self.dir)
+        if not m or m.get("fingerprint") != self.fingerprint or m.get("inputs") != self.inputs:
+            return False
+        for name, out in m.get("outputs", {}).items():
+            p = self.dir / name
+            if not p.exists() or p.stat().st_size != out.get("bytes"):
+                return False
+        return True
+
+    def begin(self) -> None:
+        """Drop the old manifest first, so a run killed midway is never mistaken for done."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / MANIFEST).unlink(missing_ok=True)
+        for stale in self.dir.glob(".*.tmp"):
+            stale.unlink()
+
+    def record_output(self, name: str, role: str) -> None:
+        """role: "items" (carries items on), "terminal" (items leave here), or "aux"."""
+        p = self.dir / name
+        rows = pq.ParquetFile(p).metadata.num_rows if name.endswith(".parquet") else None
+        self.outputs[name] = {
+            "role": role,
+            "rows": rows,
+            "bytes": p.stat().st_size,
+            "sha256": file_sha256(p),
+        }
+
+    def finish(self, counts: dict[str, Any], extra: dict[str, Any] | None = None) -> dict:
+        manifest = {
+            "stage": self.stage,
+            "fingerprint": self.fingerprint,
+            "config_fingerprint": self.config_fingerprint,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "counts": counts,
+            "versions": package_versions(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "wall_s": round(time.time() - self.started, 3),
+            **(extra or {}),
+        }
+        write_json(self.dir / MANIFEST, manifest)
+        return manifest
+
+
+def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
+    p = stage_dir / MANIFEST
+    if not p.exists():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+# Which code a stage's output depends on: a change there re-runs the stage.
+STAGE_CODE = {
+    "ingest": ("ingest", "schema.py"),
+}
+
+
+def code_version(stage: str) -> str:
+    """sha256 over the stage's own source files, so editing a reader invalidates old outputs."""
+    pkg = Path(__file__).parent
+    h = hashlib.sha256()
+    for rel in STAGE_CODE.get(stage, ()):
+        p = pkg / rel
+        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
+        for f in files:
+            h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def stage_fingerprint(stage: str, section_fp: str, code_version: str) -> str:
+    return hashlib.sha256(f"{stage}\0{section_fp}\0{code_version}".encode()).hexdigest()[:16]

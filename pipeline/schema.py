@@ -1,0 +1,182 @@
+"""The Arrow schema of an item and of the tables the stages write, and the item id.
+
+One schema for every source, so that every later stage can rely on column names and types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import orjson
+import pyarrow as pa
+
+ID_HEX_CHARS = 24  # 96 bits: collision-free in practice far beyond 1e9 items
+
+ITEM_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_ref", pa.string(), nullable=False),
+        pa.field("repo", pa.string(), nullable=False),
+        pa.field("change", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("language", pa.string(), nullable=False),
+        pa.field("before", pa.string(), nullable=False),
+        pa.field("after", pa.string(), nullable=False),
+        pa.field("context", pa.string(), nullable=False),
+        pa.field("comment", pa.string(), nullable=False),
+        pa.field("author", pa.string(), nullable=True),
+        pa.field("author_is_bot", pa.bool_(), nullable=False),
+        pa.field("lines_removed", pa.int32(), nullable=False),
+        pa.field("lines_added", pa.int32(), nullable=False),
+        pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=True),
+    ]
+)
+
+# Ingest's second output: every input record that gave no item, with why. `severity` tells a
+# malformed record ("error") from a well-formed one that holds no review edit ("skip": a review
+# comment without a suggestion, a binary file change ...).
+ERROR_SCHEMA = pa.schema(
+    [
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("source_ref", pa.string(), nullable=False),
+        pa.field("severity", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("raw", pa.string(), nullable=False),
+    ]
+)
+
+ID_FIELDS = ("repo", "change", "path", "before", "after", "comment")
+
+RAW_MAX_CHARS = 4096  # raw text kept in errors.parquet; enough to see what went wrong
+
+
+def item_id(repo: str, change: str, path: str, before: str, after: str, comment: str) -> str:
+    """sha256 over the canonical JSON of the identifying fields: same content, same id anywhere."""
+    canon = orjson.dumps([repo, change, path, before, after, comment])
+    return hashlib.sha256(canon).hexdigest()[:ID_HEX_CHARS]
+
+
+def record_key(source_ref: str) -> str:
+    """The input record an item came from: a record giving several items suffixes `#k`."""
+    return source_ref.split("#", 1)[0]
+
+
+def truncate_raw(raw: str | bytes, limit: int = RAW_MAX_CHARS) -> str:
+    if isinstance(raw, bytes):
+        raw = raw[: limit * 4].decode("utf-8", errors="backslashreplace")
+    if len(raw) > limit:
+        return raw[:limit] + f"... [{len(raw) - limit} more chars]"
+    return raw
+
+
+# Extension -> language. Names follow GitHub linguist spelling, lower-cased.
+_EXT_LANG = {
+    ".py": "python",
+    ".pyi": "python",
+    ".ipynb": "jupyter",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascript",
+    ".ts": "typescript",
+    ".tsx": "typescript",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".kts": "kotlin",
+    ".scala": "scala",
+    ".go": "go",
+    ".rs": "rust",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "c++",
+    ".cpp": "c++",
+    ".cxx": "c++",
+    ".hpp": "c++",
+    ".hh": "c++",
+    ".cs": "c#",
+    ".rb": "ruby",
+    ".php": "php",
+    ".swift": "swift",
+    ".m": "objective-c",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".zsh": "shell",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+    ".json": "json",
+    ".ini": "ini",
+    ".cfg": "ini",
+    ".xml": "xml",
+    ".html": "html",
+    ".htm": "html",
+    ".css": "css",
+    ".scss": "scss",
+    ".md": "markdown",
+    ".rst": "restructuredtext",
+    ".txt": "text",
+    ".sql": "sql",
+    ".r": "r",
+    ".lua": "lua",
+    ".pl": "perl",
+    ".dart": "dart",
+    ".lock": "lockfile",
+    ".gradle": "groovy",
+    ".groovy": "groovy",
+    ".tf": "hcl",
+    ".proto": "protobuf",
+    ".vue": "vue",
+    ".svelte": "svelte",
+    ".ex": "elixir",
+    ".exs": "elixir",
+    ".erl": "erlang",
+    ".hs": "haskell",
+    ".ml": "ocaml",
+    ".jl": "julia",
+    ".cu": "cuda",
+    ".cmake": "cmake",
+}
+_NAME_LANG = {
+    "dockerfile": "dockerfile",
+    "makefile": "makefile",
+    "cmakelists.txt": "cmake",
+    "gemfile": "ruby",
+    "rakefile": "ruby",
+    "license": "text",
+    "setup.cfg": "ini",
+}
+# Aliases seen in source data (CodeReviewer's `lang`, NoFunEval's `pl`) -> our names.
+_LANG_ALIASES = {
+    "py": "python",
+    "js": "javascript",
+    "ts": "typescript",
+    "cpp": "c++",
+    "cxx": "c++",
+    "csharp": "c#",
+    "cs": "c#",
+    "rb": "ruby",
+    "golang": "go",
+    "kt": "kotlin",
+    "objc": "objective-c",
+    "sh": "shell",
+    "bash": "shell",
+    "yml": "yaml",
+}
+
+
+def language_from_path(path: str) -> str:
+    """Language by file name, then extension; "" when unknown."""
+    name = os.path.basename(path).lower()
+    if name in _NAME_LANG:
+        return _NAME_LANG[name]
+    if name.startswith("dockerfile"):
+        return "dockerfile"
+    _, ext = os.path.splitext(name)
+    return _EXT_LANG.get(ext, "")
+
+
+def normalise_language(lang: str) -> str:
+    lang = lang.strip().lower()
+    return _LANG_ALIASES.get(lang, lang)

@@ -1,0 +1,135 @@
+"""`editcurate verify RUN_DIR`: conservation over a whole run, re-computed from the Parquet.
+
+For every finished stage: each output still matches the rows and sha256 its manifest recorded,
+and every item that entered the stage left it in exactly one output. Ingest has no ids on its
+input, so there the unit is the input record: each one is in items.parquet (one or more items)
+or in errors.parquet (once), never both, never neither.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.runs import MANIFEST, file_sha256, read_manifest
+
+STAGE_ORDER = ("ingest", "filter", "dedup", "shapes", "report", "smoke", "export")
+
+
+def stage_dirs(run_dir: Path) -> list[Path]:
+    found = [p.parent for p in run_dir.glob(f"*/{MANIFEST}")]
+    rank = {s: i for i, s in enumerate(STAGE_ORDER)}
+    return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name))
+
+
+def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
+    """(problems, checks passed): empty problems means the run conserves every item."""
+    problems: list[str] = []
+    passed: list[str] = []
+    if not run_dir.is_dir():
+        return [f"{run_dir}: no such run folder"], passed
+    dirs = stage_dirs(run_dir)
+    if not dirs:
+        return [f"{run_dir}: no finished stage (no */{MANIFEST})"], passed
+    for d in dirs:
+        m = read_manifest(d)
+        if m is None:
+            problems.append(f"{d.name}/{MANIFEST}: unreadable")
+            continue
+        before = len(problems)
+        _check_outputs(d, m, problems)
+        cons = m.get("conservation") or {}
+        if cons.get("kind") == "records":
+            _check_records(d, cons, problems)
+        elif cons.get("kind") == "ids":
+            _check_ids(d, cons, problems)
+        if len(problems) == before:
+            passed.append(f"{d.name}: {_describe(m)}")
+    return problems, passed
+
+
+def _describe(m: dict[str, Any]) -> str:
+    c = m.get("counts", {})
+    return ", ".join(f"{k} {v}" for k, v in c.items() if isinstance(v, int))
+
+
+def _check_outputs(d: Path, m: dict[str, Any], problems: list[str]) -> None:
+    for name, out in m.get("outputs", {}).items():
+        p = d / name
+        if not p.exists():
+            problems.append(f"{d.name}/{name}: missing (the manifest lists it)")
+            continue
+        if out.get("sha256") and file_sha256(p) != out["sha256"]:
+            problems.append(f"{d.name}/{name}: changed after the stage wrote it (sha256 differs)")
+        if out.get("rows") is not None:
+            try:
+                rows = pl.scan_parquet(p).select(pl.len()).collect().item()
+            except Exception as e:  # unreadable Parquet is a finding, not a crash
+                problems.append(f"{d.name}/{name}: unreadable Parquet ({e})")
+                continue
+            if rows != out["rows"]:
+                problems.append(
+                    f"{d.name}/{name}: {rows} rows, the manifest recorded {out['rows']}"
+                )
+
+
+def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
+    try:
+        items = pl.read_parquet(d / "items.parquet", columns=["source", "source_ref"])
+        errors = pl.read_parquet(d / "errors.parquet", columns=["source", "source_ref"])
+    except Exception as e:
+        problems.append(f"{d.name}: cannot read items/errors ({e})")
+        return
+    keys = items.select(
+        "source", pl.col("source_ref").str.split("#").list.first().alias("key")
+    ).unique()
+    for name, s in cons.get("sources", {}).items():
+        k = keys.filter(pl.col("source") == name)["key"]
+        e = errors.filter(pl.col("source") == name)["source_ref"]
+        dup_err = e.len() - e.n_unique()
+        both = k.is_in(e.implode()).sum() if e.len() else 0
+        seen = k.len() + e.len()
+        if dup_err:
+            problems.append(f"{d.name}: source {name!r}: {dup_err} records in errors twice")
+        if both:
+            problems.append(
+                f"{d.name}: source {name!r}: {both} records both in items and in errors"
+            )
+        if seen != s["records"]:
+            problems.append(
+                f"{d.name}: source {name!r}: {s['records']} records read, {seen} accounted for "
+                f"({k.len()} gave items, {e.len()} in errors): "
+                f"{s['records'] - seen:+d} records lost"
+                if seen < s["records"]
+                else f"{d.name}: source {name!r}: {s['records']} records read, {seen} in the "
+                f"outputs ({seen - s['records']} more than read)"
+            )
+    unknown = set(keys["source"].unique()) | set(errors["source"].unique())
+    unknown -= set(cons.get("sources", {}))
+    if unknown:
+        problems.append(f"{d.name}: outputs name sources the manifest does not: {sorted(unknown)}")
+
+
+def _check_ids(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
+    """Multiset check: each id leaves as many times as it entered (exact duplicates share ids)."""
+    try:
+        src = pl.read_parquet(d / cons["input"], columns=["id"])
+        outs = [pl.read_parquet(d / o, columns=["id"]) for o in cons["outputs"]]
+    except Exception as e:
+        problems.append(f"{d.name}: cannot read input/outputs for conservation ({e})")
+        return
+    n_in = src.group_by("id").len("n_in")
+    n_out = pl.concat(outs).group_by("id").len("n_out") if outs else pl.DataFrame()
+    j = n_in.join(n_out, on="id", how="full", coalesce=True).fill_null(0)
+    bad = j.filter(pl.col("n_in") != pl.col("n_out"))
+    if bad.height:
+        lost = bad.filter(pl.col("n_out") < pl.col("n_in"))
+        extra = bad.filter(pl.col("n_out") > pl.col("n_in"))
+        ex = bad["id"].head(3).to_list()
+        problems.append(
+            f"{d.name}: {src.height} items in, {sum(o.height for o in outs)} out "
+            f"({', '.join(cons['outputs'])}): {lost.height} ids lost or short, "
+            f"{extra.height} ids extra or doubled; e.g. {ex}"
+        )

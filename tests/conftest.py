@@ -1,0 +1,92 @@
+"""Shared test helpers: configs written in the test, the CLI driven in-process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# Wide, plain console output, so that messages asserted on are not wrapped.
+os.environ["COLUMNS"] = "200"
+os.environ["NO_COLOR"] = "1"
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.config import SourceConfig
+from pipeline.ingest.base import IngestContext, Record, RecordError
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def read_source(module, path: Path, **spec_kw) -> list[Record | RecordError]:
+    kind = spec_kw.pop("kind", "table")
+    ctx = spec_kw.pop("ctx", None) or IngestContext()
+    return list(module.read(SourceConfig(kind=kind, path=str(path), **spec_kw), path, ctx))
+
+
+def toml_config(tmp_path: Path, sources: str, name: str = "t") -> Path:
+    p = tmp_path / "editcurate.toml"
+    p.write_text(f'[run]\nname = "{name}"\nroot = "runs"\n\n{sources}')
+    return p
+
+
+@pytest.fixture
+def cli():
+    runner = CliRunner()
+
+    def invoke(*args: str, ok: bool = True):
+        res = runner.invoke(app, [str(a) for a in args])
+        if ok and res.exit_code != 0:
+            raise AssertionError(f"exit {res.exit_code}: {res.output}\n{res.exception!r}")
+        return res
+
+    return invoke
+
+
+def shared(name: str) -> Path:
+    p = SHARED_DATA / name
+    if not p.exists():
+        pytest.skip(f"shared corpus {p} is absent (expected beside the repo in ../shared/data)")
+    return p
+
+
+def make_item_table(rows: list[dict], flags: bool = True):
+    """An items table (ITEM_SCHEMA, + the filter stage's `flags` list column) from partial dicts.
+
+    Missing fields get neutral values; `id` defaults to schema.item_id of the content.
+    """
+    import pyarrow as pa
+
+    from pipeline.schema import ITEM_SCHEMA, item_id
+
+    full = []
+    for k, r in enumerate(rows):
+        d = {
+            "source": "t",
+            "source_ref": f"row {k}",
+            "repo": "o/r",
+            "change": "1",
+            "path": "a.py",
+            "language": "",
+            "before": "",
+            "after": "",
+            "context": "",
+            "comment": "",
+            "author": "dev",
+            "author_is_bot": False,
+            "lines_removed": 1,
+            "lines_added": 1,
+            "created_at": None,
+            **r,
+        }
+        d.setdefault(
+            "id", item_id(*(d[f] for f in ("repo", "change", "path", "before", "after", "comment")))
+        )
+        full.append(d)
+    schema = ITEM_SCHEMA
+    if flags:
+        schema = schema.append(pa.field("flags", pa.list_(pa.string())))
+        for d in full:
+            d.setdefault("flags", [])
+    return pa.Table.from_pylist(full, schema=schema)

@@ -1,0 +1,40 @@
+"""Ingest on the real corpora in ../shared/data, through the shipped config."""
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from tests.conftest import shared
+
+CONFIG = Path(__file__).resolve().parents[1] / "data" / "shared-corpora.toml"
+EXPECTED = {  # records per file, from ../shared/data/README.md
+    "pre-commit-hooks": 3868,
+    "litgpt": 19905,
+    "nofuneval-latency": 47,
+    "nofuneval-resource_util": 51,
+}
+
+
+def test_shared_corpora_ingest_with_the_right_counts(tmp_path, cli):
+    shared("pre-commit-hooks.jsonl.gz")
+    cli("ingest", "--config", CONFIG, "--set", f"run.root={json.dumps(str(tmp_path))}")
+    out = tmp_path / "shared" / "ingest"
+    items = pl.read_parquet(out / "items.parquet")
+    m = json.loads((out / "manifest.json").read_text())
+    for name, n in EXPECTED.items():
+        s = m["conservation"]["sources"][name]
+        assert s["records"] == n and s["items"] == n and s["errors"] == 0, (name, s)
+    assert items.height == sum(EXPECTED.values())
+    nfe = items.filter(pl.col("source") == "nofuneval-latency")
+    row = nfe.filter(pl.col("change").str.starts_with("5065990")).row(0, named=True)
+    assert row["comment"] == "BUGFIX: Recycle views to scroll faster"
+    assert row["repo"] == "onyxbits/listmyaps" and row["language"] == "java"
+    pch = items.filter(pl.col("source") == "pre-commit-hooks")
+    bumps = pch.filter(pl.col("path") == ".pre-commit-config.yaml")
+    assert bumps.height == 419
+    assert pch["author_is_bot"].sum() > 0 and pch["created_at"].null_count() == 0
+    # blank-line edits survive as real edits: before == after == "" with a line count
+    blank = pch.filter((pl.col("before") == "") & (pl.col("after") == ""))
+    assert blank.height > 0 and (blank["lines_removed"] + blank["lines_added"]).min() > 0
+    assert cli("verify", tmp_path / "shared").exit_code == 0

@@ -1,0 +1,123 @@
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.ingest import table
+from pipeline.ingest.base import IngestContext, Record, RecordError
+from tests.conftest import read_source
+
+ROWS = [
+    {"old": "x = 1", "new": "x = 2", "msg": "bump", "repo": "a/b"},
+    {"old": "def f():\n    pass", "new": "def f():\n    return 1", "msg": "return", "repo": "a/b"},
+]
+MAP = {"before": "old", "after": "new", "comment": "msg"}
+
+
+def items(recs):
+    return [it for r in recs if isinstance(r, Record) for it in r.items]
+
+
+def errors(recs):
+    return [r for r in recs if isinstance(r, RecordError)]
+
+
+def test_jsonl_plain_and_gzip_give_the_same_items(tmp_path):
+    text = "".join(json.dumps(r) + "\n" for r in ROWS)
+    (tmp_path / "a.jsonl").write_text(text)
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    a = read_source(table, tmp_path / "a.jsonl", fields=MAP)
+    b = read_source(table, tmp_path / "b.jsonl.gz", fields=MAP)
+    assert [r.ref for r in a] == ["line 1", "line 2"]
+    assert items(a) == items(b)
+    assert items(a)[1].after == "def f():\n    return 1" and items(a)[1].repo == "a/b"
+
+
+def test_json_array_is_streamed_element_by_element(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(ROWS, indent=2))
+    recs = read_source(table, tmp_path / "a.json", fields=MAP)
+    assert [it.comment for it in items(recs)] == ["bump", "return"]
+
+
+def test_csv_with_quoted_multiline_fields_and_row_refs(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text('old,new,msg\n"a\nb","a\nc",fix\nx,y,z\n')
+    recs = read_source(table, p, fields=MAP)
+    assert [r.ref for r in recs] == ["row 1 (line 2)", "row 2 (line 5)"]
+    assert items(recs)[0].before == "a\nb" and items(recs)[0].after == "a\nc"
+
+
+def test_csv_bad_rows_are_errors_and_good_rows_survive(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_bytes(b"old,new,msg\nx,y,ok\nbad,\xff\xfe,row\nonly-two,cols\nq,r,fine\n")
+    recs = read_source(table, p, fields=MAP)
+    assert [it.comment for it in items(recs)] == ["ok", "fine"]
+    errs = errors(recs)
+    assert [e.ref for e in errs] == ["row 2 (line 3)", "row 3 (line 4)"]
+    assert errs[0].reason.startswith("invalid UTF-8")
+    assert errs[1].reason.startswith("wrong column count")
+
+
+def test_parquet_rows(tmp_path):
+    p = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pylist(ROWS), p)
+    recs = read_source(table, p, fields=MAP)
+    assert [r.ref for r in recs] == ["row 1", "row 2"]
+    assert items(recs)[0].before == "x = 1"
+
+
+def test_bad_json_lines_do_not_stop_the_file(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(
+        json.dumps(ROWS[0]).encode()
+        + b"\n"
+        + b"{not json\n"
+        + b'{"old": "\xff", "new": "b"}\n'
+        + b'{"old": 3, "new": "b"}\n'
+        + b'{"new": "b"}\n'
+        + b"[1, 2]\n"
+        + json.dumps(ROWS[1]).encode()
+        + b"\n"
+    )
+    recs = read_source(table, p, fields=MAP)
+    assert len(items(recs)) == 2
+    reasons = {e.ref: e.reason.split(":")[0] for e in errors(recs)}
+    assert reasons == {
+        "line 2": "malformed JSON",
+        "line 3": "invalid UTF-8",
+        "line 4": "wrong type",
+        "line 5": "missing field",
+        "line 6": "not an object",
+    }
+
+
+def test_a_huge_line_is_one_error_and_the_next_line_still_reads(tmp_path):
+    p = tmp_path / "a.jsonl"
+    big = json.dumps({"old": "x" * (50 * 2**20), "new": "y"})
+    p.write_text(json.dumps(ROWS[0]) + "\n" + big + "\n" + json.dumps(ROWS[1]) + "\n")
+    recs = read_source(table, p, fields=MAP, ctx=IngestContext(max_record_bytes=2**20))
+    assert len(items(recs)) == 2
+    (err,) = errors(recs)
+    assert err.ref == "line 2" and err.reason.startswith("record too large")
+
+
+def test_empty_and_binary_files_are_reported_not_fatal(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "bin.jsonl").write_bytes(bytes(range(256)) * 10)
+    (e1,) = read_source(table, tmp_path / "empty.jsonl", fields=MAP)
+    assert isinstance(e1, RecordError) and e1.reason.startswith("empty_source")
+    (e2,) = read_source(table, tmp_path / "bin.jsonl", fields=MAP)
+    assert isinstance(e2, RecordError) and e2.reason.startswith("binary file")
+
+
+def test_a_mapping_to_a_missing_column_reports_every_row_and_warns(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text("old,new\na,b\nc,d\n")
+    warned = []
+    recs = read_source(
+        table, p, fields={**MAP, "before": "old_code"}, ctx=IngestContext(warn=warned.append)
+    )
+    expected = "missing field: before (input field 'old_code')"
+    assert [e.reason for e in errors(recs)] == [expected] * 2
+    assert warned and "old_code" in warned[0]

@@ -1,0 +1,54 @@
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.runs import StageRun, parquet_sink, read_manifest, write_parquet
+
+SCHEMA = pa.schema([("id", pa.string())])
+
+
+def stage(tmp_path, fp="f1", inputs=None) -> StageRun:
+    return StageRun(tmp_path, "ingest", fp, "cfg", inputs or {"a": "sha256:1"})
+
+
+def test_a_failed_write_leaves_neither_output_nor_temp_file(tmp_path):
+    out = tmp_path / "x.parquet"
+    with pytest.raises(RuntimeError):
+        with parquet_sink(out, SCHEMA, {"stage": "t"}) as w:
+            w.write_table(pa.table({"id": ["a"]}, schema=SCHEMA))
+            raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_parquet_is_byte_identical_and_carries_the_fingerprint(tmp_path):
+    t = pa.table({"id": ["a", "b"]}, schema=SCHEMA)
+    write_parquet(t, tmp_path / "1.parquet", {"fingerprint": "abc"})
+    write_parquet(t, tmp_path / "2.parquet", {"fingerprint": "abc"})
+    assert (tmp_path / "1.parquet").read_bytes() == (tmp_path / "2.parquet").read_bytes()
+    meta = pq.read_schema(tmp_path / "1.parquet").metadata
+    assert meta[b"editcurate.fingerprint"] == b"abc"
+
+
+def test_fresh_only_when_fingerprint_inputs_and_outputs_match(tmp_path):
+    s = stage(tmp_path)
+    assert not s.is_fresh()
+    s.begin()
+    write_parquet(pa.table({"id": ["a"]}, schema=SCHEMA), s.dir / "items.parquet", s.meta)
+    s.record_output("items.parquet", "items")
+    s.finish({"items_out": 1})
+    assert stage(tmp_path).is_fresh()
+    assert not stage(tmp_path, fp="f2").is_fresh()
+    assert not stage(tmp_path, inputs={"a": "sha256:2"}).is_fresh()
+    (s.dir / "items.parquet").write_bytes(b"truncated")
+    assert not stage(tmp_path).is_fresh()
+
+
+def test_begin_drops_the_old_manifest_so_a_killed_rerun_is_not_taken_for_done(tmp_path):
+    s = stage(tmp_path)
+    s.begin()
+    s.finish({})
+    assert read_manifest(s.dir) is not None
+    (s.dir / ".items.parquet.123.tmp").write_bytes(b"half")
+    stage(tmp_path).begin()
+    assert read_manifest(s.dir) is None
+    assert not list(s.dir.glob(".*.tmp"))
