@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import lru_cache
 
 import orjson
 import pyarrow as pa
@@ -166,6 +167,7 @@ _LANG_ALIASES = {
 }
 
 
+@lru_cache(maxsize=65536)  # paths repeat a lot in a corpus
 def language_from_path(path: str) -> str:
     """Language by file name, then extension; "" when unknown."""
     name = os.path.basename(path).lower()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
-from pipeline.ingest.mapping import check_transforms, map_object
+from pipeline.ingest.mapping import Mapper
 
 
 def _load(spec: SourceConfig, path: Path):
@@ -42,7 +42,7 @@ def _load(spec: SourceConfig, path: Path):
 def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
     if not path.exists():
         raise SourceUnreadable(f"{path}: no such file or folder")
-    check_transforms(spec)
+    mapper = Mapper(spec)
     ds = _load(spec, path)
     if hasattr(ds, "keys"):  # a DatasetDict: one or all splits, in a stable order
         names = sorted(ds.keys())
@@ -63,5 +63,5 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
             for i in range(n):
                 row += 1
                 obj = {c: batch[c][i] for c in cols}
-                yield map_object(obj, spec, f"{prefix}row {row}")
+                yield mapper(obj, f"{prefix}row {row}")
             ctx.advance(n)

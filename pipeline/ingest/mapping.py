@@ -108,26 +108,54 @@ def mapped_columns(spec: SourceConfig) -> dict[str, str]:
     return {name: input_field(spec, name) for name in MAPPABLE}
 
 
-def map_object(obj: Any, spec: SourceConfig, ref: str) -> Record | RecordError:
-    """Map one input object to a Record with one item, or say exactly what is wrong with it."""
-    if not isinstance(obj, dict):
-        return RecordError(ref, _raw(obj), f"not an object: got {type(obj).__name__}")
-    values: dict[str, Any] = {}
-    for name in MAPPABLE:
-        src = input_field(spec, name)
-        v = lookup(obj, src)
-        if v is _MISSING or v is None or (v == "" and name in spec.defaults):
-            if name in spec.required and name not in spec.defaults:
-                how = f" (input field {src!r})" if src != name else ""
-                return RecordError(ref, _raw(obj), f"missing field: {name}{how}")
-            v = spec.defaults.get(name, _MISSING)
-            if v is _MISSING:
+class Mapper:
+    """A field mapping compiled once per source: the per-record work is dict lookups only."""
+
+    def __init__(self, spec: SourceConfig):
+        check_transforms(spec)
+        self.spec = spec
+        self.plan = [
+            (
+                name,
+                input_field(spec, name),
+                name in spec.required and name not in spec.defaults,
+                spec.defaults.get(name, _MISSING),
+                name in spec.defaults,
+                TRANSFORMS[spec.transforms[name]] if name in spec.transforms else None,
+                name in TEXT_FIELDS,
+            )
+            for name in MAPPABLE
+        ]
+
+    def __call__(self, obj: Any, ref: str) -> Record | RecordError:
+        """Map one input object to a Record with one item, or say exactly what is wrong."""
+        if not isinstance(obj, dict):
+            return RecordError(ref, _raw(obj), f"not an object: got {type(obj).__name__}")
+        values: dict[str, Any] = {}
+        for name, src, required, default, has_default, tf, is_text in self.plan:
+            v = obj.get(src, _MISSING)
+            if v is _MISSING and "." in src:
+                v = lookup(obj, src)
+            if is_text and type(v) is str and (v or not has_default):
+                values[name] = tf(v) if tf else v  # the common case, kept cheap
                 continue
-        try:
-            values[name] = _convert(name, v, spec)
-        except (TypeError, ValueError) as e:
-            return RecordError(ref, _raw(obj), f"wrong type: {name} (input field {src!r}) {e}")
-    return Record(ref, [RawItem(**values)])
+            if v is _MISSING or v is None or (v == "" and has_default):
+                if required:
+                    how = f" (input field {src!r})" if src != name else ""
+                    return RecordError(ref, _raw(obj), f"missing field: {name}{how}")
+                if default is _MISSING:
+                    continue
+                v = default
+            try:
+                values[name] = _convert(name, v, self.spec)
+            except (TypeError, ValueError) as e:
+                return RecordError(ref, _raw(obj), f"wrong type: {name} (input field {src!r}) {e}")
+        return Record(ref, [RawItem(**values)])
+
+
+def map_object(obj: Any, spec: SourceConfig, ref: str) -> Record | RecordError:
+    """One-off mapping of one object (readers build a Mapper once instead)."""
+    return Mapper(spec)(obj, ref)
 
 
 def _convert(name: str, v: Any, spec: SourceConfig) -> Any:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.jsonio import CountingReader, iter_json_records, open_maybe_gzip
-from pipeline.ingest.mapping import check_transforms, map_object, mapped_columns
+from pipeline.ingest.mapping import Mapper, mapped_columns
 
 SNIFF_BYTES = 8192
 
@@ -49,7 +49,7 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         raise SourceUnreadable(f"{path}: no such file")
     if path.is_dir():
         raise SourceUnreadable(f"{path}: is a folder; a table source reads one file")
-    check_transforms(spec)
+    mapper = Mapper(spec)
     with open(path, "rb") as f:
         raw_head = f.read(SNIFF_BYTES)
     if raw_head[:4] == b"PAR1":
@@ -69,19 +69,19 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         yield RecordError("file", head[:256], "binary file: NUL bytes in the first 8 KiB, not text")
         return
     if fmt in ("jsonl", "json"):  # the same reader: it tells lines, an array, values apart
-        yield from _read_json(spec, path, ctx)
+        yield from _read_json(spec, mapper, path, ctx)
     elif fmt == "csv":
-        yield from _read_csv(spec, path, ctx)
+        yield from _read_csv(spec, mapper, path, ctx)
     else:
-        yield from _read_parquet(spec, path, ctx)
+        yield from _read_parquet(spec, mapper, path, ctx)
 
 
-def _read_json(spec: SourceConfig, path: Path, ctx: IngestContext):
+def _read_json(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
     for ref, obj, _ in iter_json_records(path, ctx):
-        yield obj if isinstance(obj, RecordError) else map_object(obj, spec, ref)
+        yield obj if isinstance(obj, RecordError) else mapper(obj, ref)
 
 
-def _read_csv(spec: SourceConfig, path: Path, ctx: IngestContext):
+def _read_csv(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
     csv.field_size_limit(ctx.max_record_bytes)
     ctx.set_total(path.stat().st_size)
     with open(path, "rb") as raw:
@@ -140,10 +140,10 @@ def _read_csv(spec: SourceConfig, path: Path, ctx: IngestContext):
                     f"wrong column count: {len(row)} fields, header has {len(header)}",
                 )
                 continue
-            yield map_object(dict(zip(header, row, strict=True)), spec, ref)
+            yield mapper(dict(zip(header, row, strict=True)), ref)
 
 
-def _read_parquet(spec: SourceConfig, path: Path, ctx: IngestContext):
+def _read_parquet(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as e:
@@ -159,7 +159,7 @@ def _read_parquet(spec: SourceConfig, path: Path, ctx: IngestContext):
     for batch in pf.iter_batches(batch_size=ctx.batch_size):
         for obj in batch.to_pylist():
             row += 1
-            yield map_object(obj, spec, f"row {row}")
+            yield mapper(obj, f"row {row}")
         ctx.advance(batch.num_rows)
 
 
