@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from pipeline import filter as filter_stage
 from pipeline.config import Config, ConfigError, load_config
 from pipeline.console import console
 from pipeline.ingest import stage as ingest_stage
@@ -29,7 +30,7 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if inputs a
 
 # Stages in pipeline order. Each module has prepare(cfg) -> StageRun, run(cfg, stage_run) and
 # print_summary(manifest), and raises its own Failed error for one-line user-facing failures.
-STAGES = {"ingest": ingest_stage}
+STAGES = {"ingest": ingest_stage, "filter": filter_stage}
 
 
 def _load(config: Path, overrides: list[str] | None) -> Config:
@@ -64,6 +65,12 @@ def _run_stage(cfg: Config, name: str, force: bool) -> None:
 def ingest(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Read every configured source into items.parquet (+ errors.parquet)."""
     _run_stage(_load(config, set_), "ingest", force)
+
+
+@app.command("filter")
+def filter_(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+    """Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."""
+    _run_stage(_load(config, set_), "filter", force)
 
 
 @app.command("run")

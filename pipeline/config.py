@@ -89,7 +89,7 @@ class IngestConfig:
 
 @dataclass(frozen=True)
 class FilterConfig:
-    """The filter stage (pipeline/filter.py)."""
+    """The filter stage (pipeline/filter/)."""
 
     rules: str = "default"  # a rule set in rules/ by name, or a path to a YAML rules file
     batch_size: int = 100_000  # items per batch: bounds memory, does not change the result

@@ -188,6 +188,7 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
 # Which code a stage's output depends on: a change there re-runs the stage.
 STAGE_CODE = {
     "ingest": ("ingest", "schema.py"),
+    "filter": ("filter",),
 }
 
 
