@@ -10,6 +10,7 @@ import typer
 from pipeline import filter as filter_stage
 from pipeline.config import Config, ConfigError, load_config
 from pipeline.console import console
+from pipeline.dedup import stage as dedup_stage
 from pipeline.ingest import stage as ingest_stage
 from pipeline.runs import StageFailed, read_manifest
 from pipeline.verify import verify_run
@@ -30,7 +31,7 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if inputs a
 
 # Stages in pipeline order. Each module has prepare(cfg) -> StageRun, run(cfg, stage_run) and
 # print_summary(manifest), and raises its own Failed error for one-line user-facing failures.
-STAGES = {"ingest": ingest_stage, "filter": filter_stage}
+STAGES = {"ingest": ingest_stage, "filter": filter_stage, "dedup": dedup_stage}
 
 
 def _load(config: Path, overrides: list[str] | None) -> Config:
@@ -71,6 +72,45 @@ def ingest(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> N
 def filter_(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."""
     _run_stage(_load(config, set_), "filter", force)
+
+
+@app.command()
+def dedup(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+    """Remove exact and near duplicates (shingle Jaccard) from the filter stage's kept items."""
+    _run_stage(_load(config, set_), "dedup", force)
+
+
+BaseOpt = Annotated[
+    Optional[float],  # noqa: UP045 - typer needs Optional here
+    typer.Option(help="Lowest threshold swept (default: dedup.edge_floor)."),
+]
+LabelsOpt = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Option(help="CSV of labelled pairs: id_a,id_b,is_duplicate."),
+]
+NgramOpt = Annotated[
+    Optional[list[int]],  # noqa: UP045
+    typer.Option(help="Also re-score the pairs at this shingle size (repeatable)."),
+]
+
+
+@app.command()
+def tune(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder with a finished dedup stage")],
+    base: BaseOpt = None,
+    step: Annotated[float, typer.Option(help="Threshold step.")] = 0.05,
+    labels: LabelsOpt = None,
+    ngram: NgramOpt = None,
+) -> None:
+    """Sweep the dedup threshold over the edges found; plot, borderline pairs, precision/recall."""
+    from pipeline.dedup.tune import print_tune
+    from pipeline.dedup.tune import tune as run_tune
+
+    try:
+        res = run_tune(run_dir, base=base, step=step, labels=labels, ngrams=ngram)
+    except StageFailed as e:
+        _fail(str(e))
+    print_tune(res)
 
 
 @app.command("run")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 import types
 import typing
@@ -134,7 +135,7 @@ class Config:
 
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (Path(self.base_dir) / p)
+        return p if p.is_absolute() else Path(os.path.normpath(Path(self.base_dir) / p))
 
     @property
     def run_dir(self) -> Path:

@@ -25,7 +25,15 @@ import pyarrow.parquet as pq
 
 MANIFEST = "manifest.json"
 PARQUET_OPTS = dict(compression="zstd", write_statistics=True)
-_VERSIONED = ("editcurate", "polars", "pyarrow", "datasketch", "rapidfuzz", "datasets")
+_VERSIONED = (
+    "editcurate",
+    "polars",
+    "pyarrow",
+    "numba",
+    "datasketch",
+    "rapidfuzz",
+    "datasets",
+)
 
 
 class StageFailed(Exception):
@@ -189,6 +197,7 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
 STAGE_CODE = {
     "ingest": ("ingest", "schema.py"),
     "filter": ("filter",),
+    "dedup": tuple(f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "stage")),
 }
 
 

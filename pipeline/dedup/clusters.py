@@ -1,0 +1,118 @@
+"""Pair verification (exact Jaccard), connected components, and the keeper of each cluster.
+
+Components are labelled by their smallest member index, and indices are positions in the
+(id, source, source_ref) order, so labels never depend on input order or edge order.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import polars as pl
+
+# Keys a keeper rank may use; "-key" sorts descending (largest first). Nulls always sort last.
+RANK_KEYS = {
+    "comment_len": lambda: pl.col("comment").str.len_chars(),
+    "after_len": lambda: pl.col("after").str.len_chars(),
+    "lines_changed": lambda: (
+        pl.col("lines_removed").cast(pl.Int64) + pl.col("lines_added").cast(pl.Int64)
+    ),
+    "created_at": lambda: pl.col("created_at"),
+    "human": lambda: ~pl.col("author_is_bot"),
+    "id": lambda: pl.col("id"),
+}
+RANK_COLUMNS = {
+    "comment_len": ["comment"],
+    "after_len": ["after"],
+    "lines_changed": ["lines_removed", "lines_added"],
+    "created_at": ["created_at"],
+    "human": ["author_is_bot"],
+    "id": ["id"],
+}
+TIE_BREAK = ("id", "source", "source_ref")  # always appended: a total order over rows
+
+
+@nb.njit(parallel=True, cache=True)
+def exact_jaccard(offsets, values, a, b):
+    """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k]."""
+    out = np.zeros(a.shape[0], dtype=np.float64)
+    for k in nb.prange(a.shape[0]):
+        i, ie = offsets[a[k]], offsets[a[k] + 1]
+        j, je = offsets[b[k]], offsets[b[k] + 1]
+        na, nb_ = ie - i, je - j
+        if na == 0 or nb_ == 0:
+            continue
+        inter = 0
+        while i < ie and j < je:
+            x, y = values[i], values[j]
+            if x == y:
+                inter += 1
+                i += 1
+                j += 1
+            elif x < y:
+                i += 1
+            else:
+                j += 1
+        out[k] = inter / (na + nb_ - inter)
+    return out
+
+
+@nb.njit(parallel=True, cache=True)
+def est_jaccard(sig, a, b):
+    """Share of equal MinHash slots: datasketch's MinHash.jaccard."""
+    out = np.empty(a.shape[0], dtype=np.float64)
+    p = sig.shape[1]
+    for k in nb.prange(a.shape[0]):
+        eq = 0
+        for s in range(p):
+            if sig[a[k], s] == sig[b[k], s]:
+                eq += 1
+        out[k] = eq / p
+    return out
+
+
+@nb.njit(cache=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@nb.njit(cache=True)
+def components(n, a, b):
+    """Label of each of n nodes under the edges (a[k], b[k]): the smallest node of its component."""
+    parent = np.arange(n)
+    for k in range(a.shape[0]):
+        x, y = _find(parent, a[k]), _find(parent, b[k])
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+    for i in range(n):
+        parent[i] = _find(parent, i)
+    return parent
+
+
+def rank_exprs(keeper: list[str]) -> tuple[list[pl.Expr], list[bool]]:
+    """Sort expressions and descending flags for a keeper rank like ["-comment_len", "id"]."""
+    exprs, desc = [], []
+    for key in [*keeper, *TIE_BREAK]:
+        name = key.lstrip("-")
+        expr = RANK_KEYS[name]() if name in RANK_KEYS else pl.col(name)
+        exprs.append(expr.alias(f"_rank{len(exprs)}"))
+        desc.append(key.startswith("-"))
+    return exprs, desc
+
+
+def sort_best(df: pl.DataFrame, by: str, desc: list[bool]) -> pl.DataFrame:
+    """df (with the `_rank*` columns of rank_exprs) sorted by group, best-ranked first."""
+    cols = [by, *(f"_rank{k}" for k in range(len(desc)))]
+    return df.sort(cols, descending=[False, *desc], nulls_last=True, maintain_order=True)
+
+
+def best_first(df: pl.DataFrame, by: str, keeper: list[str]) -> pl.DataFrame:
+    """df sorted by group `by`, then best-ranked first within each group."""
+    exprs, desc = rank_exprs(keeper)
+    out = sort_best(df.with_columns(exprs), by, desc)
+    return out.drop(f"_rank{k}" for k in range(len(desc)))
