@@ -23,6 +23,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from pipeline.ingest.base import DEFAULT_BOT_PATTERNS
+from pipeline.schema import ITEM_SCHEMA
 
 
 class ConfigError(ValueError):
@@ -30,22 +31,8 @@ class ConfigError(ValueError):
 
 
 SOURCE_KINDS = ("table", "github", "codereviewer", "git", "hf")
-ITEM_FIELDS = (
-    "repo",
-    "change",
-    "path",
-    "before",
-    "after",
-    "context",
-    "comment",
-    "author",
-    "author_is_bot",
-    "lines_removed",
-    "lines_added",
-    "created_at",
-    "language",
-    "ref",
-)
+# Item fields a source may map, default or transform: the schema's, less those ingest sets.
+ITEM_FIELDS = tuple(n for n in ITEM_SCHEMA.names if n not in ("id", "source", "source_ref"))
 
 
 @dataclass(frozen=True)
