@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline import filter as filter_stage
+from pipeline import shapes as shapes_stage
 from pipeline.config import Config, ConfigError, load_config
 from pipeline.console import console
 from pipeline.dedup import stage as dedup_stage
@@ -31,7 +32,12 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if inputs a
 
 # Stages in pipeline order. Each module has prepare(cfg) -> StageRun, run(cfg, stage_run) and
 # print_summary(manifest), and raises its own Failed error for one-line user-facing failures.
-STAGES = {"ingest": ingest_stage, "filter": filter_stage, "dedup": dedup_stage}
+STAGES = {
+    "ingest": ingest_stage,
+    "filter": filter_stage,
+    "dedup": dedup_stage,
+    "shapes": shapes_stage,
+}
 
 
 def _load(config: Path, overrides: list[str] | None) -> Config:
@@ -78,6 +84,12 @@ def filter_(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> 
 def dedup(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Remove exact and near duplicates (shingle Jaccard) from the filter stage's kept items."""
     _run_stage(_load(config, set_), "dedup", force)
+
+
+@app.command()
+def shapes(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+    """Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."""
+    _run_stage(_load(config, set_), "shapes", force)
 
 
 BaseOpt = Annotated[

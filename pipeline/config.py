@@ -106,6 +106,19 @@ class DedupConfig:
 
 
 @dataclass(frozen=True)
+class ShapesConfig:
+    """The shapes stage (pipeline/shapes.py)."""
+
+    policy: str = "annotate"  # annotate (add group columns) | cap (keep k per group) | spread
+    scope: str = "repo"  # the groups cap and spread act on: change | repo | corpus
+    cap_digit_only: int = 1  # cap: items kept per digit-only group (version/SHA bumps)
+    cap_other: int = 2  # cap: items kept per other group
+    context_key: bool = False  # add the nearest context line to the group key
+    window: int = 16  # spread: items per window (micro-batch x grad accumulation)
+    seed: int = 0  # spread: seed of the batch order
+
+
+@dataclass(frozen=True)
 class RunConfig:
     name: str = "default"
     root: str = "data/runs"  # relative to the config file's folder when relative
@@ -117,6 +130,7 @@ class Config:
     ingest: IngestConfig = field(default_factory=IngestConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    shapes: ShapesConfig = field(default_factory=ShapesConfig)
     # Folder that relative paths are resolved against (the config file's); not fingerprinted.
     base_dir: str = field(default=".", compare=False)
 

@@ -198,6 +198,7 @@ STAGE_CODE = {
     "ingest": ("ingest", "schema.py"),
     "filter": ("filter",),
     "dedup": tuple(f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "stage")),
+    "shapes": ("shapes.py", "dedup/clusters.py"),
 }
 
 
