@@ -125,6 +125,27 @@ def tune(
     print_tune(res)
 
 
+def _write_report(run_dir: Path, **kw) -> None:
+    from pipeline.report.report import write_report
+
+    try:
+        paths = write_report(run_dir, **kw)
+    except StageFailed as e:
+        _fail(str(e))
+    console.print(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)")
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")],
+    scope: Annotated[str, typer.Option(help="Shape scope the sampling options use.")] = "repo",
+    batch: Annotated[int, typer.Option(help="Items per optimizer step, for collisions.")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed of the random training order.")] = 0,
+) -> None:
+    """Write RUN_DIR/report/: report.md, report.html (self-contained), report.json, plots/."""
+    _write_report(run_dir, scope=scope, batch=batch, seed=seed)
+
+
 @app.command("run")
 def run_all(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Run every stage in order; unchanged stages are skipped."""
@@ -137,6 +158,8 @@ def run_all(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> 
             console.print(f"[red]conservation:[/] {p}")
         raise typer.Exit(1)
     console.print(f"[green]run complete[/]: {cfg.run_dir} (conservation verified)")
+    # --- the sampling report (pipeline/report/), written after every run ---
+    _write_report(cfg.run_dir)
 
 
 @app.command()

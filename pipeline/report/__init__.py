@@ -1,0 +1,1 @@
+"""The sampling report: what the corpus is and what each sampling choice would do."""

@@ -1,0 +1,96 @@
+"""Report plots: matplotlib (Agg) PNGs, sized to read at 100% in a browser (800 x 360 px)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SIZE = (8, 3.6)
+DPI = 100
+
+
+def _save(fig, path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path.name
+
+
+def hist(
+    values: Sequence[float],
+    path: Path,
+    title: str,
+    xlabel: str,
+    bins: int | Sequence[float] = 30,
+    vline: float | None = None,
+    log_y: bool = False,
+) -> str:
+    """A histogram; `vline` marks a threshold or the median."""
+    fig, ax = plt.subplots(figsize=SIZE)
+    ax.hist(list(values), bins=bins, color="#4c72b0", edgecolor="white")
+    if vline is not None:
+        ax.axvline(vline, color="#c44e52", ls="--", lw=1.2)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("items")
+    return _save(fig, path)
+
+
+def bars(
+    labels: Sequence[str], counts: Sequence[float], path: Path, title: str, xlabel: str
+) -> str:
+    """Horizontal bars, largest on top."""
+    h = max(2.0, 0.28 * len(labels) + 1.0)
+    fig, ax = plt.subplots(figsize=(SIZE[0], h))
+    ax.barh(list(labels)[::-1], list(counts)[::-1], color="#55a868")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.tick_params(axis="y", labelsize=8)
+    return _save(fig, path)
+
+
+def jaccard(verified: Sequence[float], below: Sequence[float], threshold: float, path: Path) -> str:
+    """Exact Jaccard of candidate pairs, split at the threshold."""
+    fig, ax = plt.subplots(figsize=SIZE)
+    bins = [i / 40 for i in range(41)]
+    ax.hist(
+        [list(below), list(verified)],
+        bins=bins,
+        stacked=True,
+        color=["#dd8452", "#4c72b0"],
+        label=[f"below {threshold} (kept apart)", f">= {threshold} (duplicates)"],
+    )
+    ax.axvline(threshold, color="grey", ls="--", lw=1)
+    ax.set_xlabel("exact shingle Jaccard")
+    ax.set_ylabel("pairs")
+    ax.set_title("verified candidate pairs")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def curve(
+    xs: Sequence[float],
+    series: dict[str, Sequence[float]],
+    path: Path,
+    title: str,
+    xlabel: str,
+    vline: float | None = None,
+) -> str:
+    """Line plot of several series over one x."""
+    fig, ax = plt.subplots(figsize=SIZE)
+    for name, ys in series.items():
+        ax.plot(list(xs), list(ys), marker="o", ms=3, label=name)
+    if vline is not None:
+        ax.axvline(vline, color="grey", ls="--", lw=1)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

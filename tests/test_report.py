@@ -1,0 +1,279 @@
+"""The sampling report: built from the sample run, checked against the run's own Parquet."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.report import report as R
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "data" / "sample" / "editcurate.toml"
+HEADINGS = [
+    "## 1. Header and funnel",
+    "## 2. Distributions",
+    "## 3. Dedup",
+    "## 4. Shapes",
+    "## 5. Sampling options",
+    "## 6. Smoke train",
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """The sample corpus through every stage, tune, and the report `run` writes at the end."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    root = tmp_path_factory.mktemp("runs")
+    runner = CliRunner()
+    for args in (
+        ["run", "--config", str(CONFIG), "--set", f"run.root={json.dumps(str(root))}"],
+        ["tune", str(root / "sample")],
+        ["report", str(root / "sample")],
+    ):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output
+    return root / "sample"
+
+
+def _json(run: Path) -> dict:
+    return json.loads((run / "report" / "report.json").read_text())
+
+
+def test_every_section_is_present_in_md_html_and_json(run):
+    md = (run / "report" / "report.md").read_text()
+    html = (run / "report" / "report.html").read_text()
+    pos = [md.index(h) for h in HEADINGS]
+    assert pos == sorted(pos)
+    for sid in ("header", "funnel", "distributions", "dedup", "shapes", "sampling", "smoke"):
+        assert f'id="{sid}"' in html
+    assert set(_json(run)["sections"]) <= set(_json(run))
+    assert "Conservation verified" in md
+    assert "smoke stage not run" in md
+    assert r"`\w+|[^\w\s]`" in md  # says which tokenizer counted tokens
+
+
+def test_funnel_matches_the_parquet_outputs(run):
+    f = _json(run)["funnel"]
+    stages = {s["stage"]: s for s in f["stages"]}
+    rows = lambda p: pl.read_parquet(run / p).height  # noqa: E731
+    assert stages["ingest"]["out"] == rows("ingest/items.parquet")
+    assert stages["ingest"]["removed"] == rows("ingest/errors.parquet")
+    assert stages["filter"]["in"] == rows("ingest/items.parquet")
+    assert stages["filter"]["out"] == rows("filter/kept.parquet")
+    assert stages["dedup"]["out"] == rows("dedup/kept.parquet")
+    assert stages["dedup"]["removed"] == rows("dedup/removed.parquet")
+    reasons = {(r["stage"], r["reason"]): r["items"] for r in f["reasons"]}
+    rej = pl.read_parquet(run / "filter/rejected.parquet")["rule"].value_counts()
+    for rule, n in rej.iter_rows():
+        assert reasons[("filter", f"rule {rule}")] == n
+    errs = pl.read_parquet(run / "ingest/errors.parquet")
+    for (sev, reason), g in errs.group_by("severity", "reason"):
+        assert reasons[("ingest", f"{sev}: {reason.split(':')[0]}")] == g.height
+    near = pl.read_parquet(run / "dedup/removed.parquet").filter(pl.col("kind") == "near")
+    assert reasons[("dedup", "near-duplicate")] == near.height
+    assert f["conservation"]["ok"] and not f["conservation"]["problems"]
+
+
+def test_distributions_match_the_kept_items(run):
+    d = _json(run)["distributions"]
+    kept = pl.read_parquet(run / "dedup/kept.parquet")
+    assert d["items"] == kept.height
+    tokens = [
+        len(
+            re.findall(
+                r"\w+|[^\w\s]", "\n".join([r["comment"], r["before"], r["after"], r["context"]])
+            )
+        )
+        for r in kept.iter_rows(named=True)
+    ]
+    assert d["tokens"]["median"] == float(np.median(tokens))
+    assert d["tokens"]["max"] == max(tokens)
+    assert d["comment_chars"]["max"] == max(len(c) for c in kept["comment"])
+    langs = {r["value"]: r["items"] for r in d["by_language"] if r["value"] != "(other)"}
+    counts = dict(kept["language"].value_counts().iter_rows())
+    assert all(counts[k] == v for k, v in langs.items())
+    assert sum(r["items"] for r in d["by_language"]) == kept.height
+    assert sum(r["items"] for r in d["bot_vs_human"]) == kept.height
+
+
+def test_dedup_section_matches_clusters_and_edges(run):
+    x = _json(run)["dedup"]
+    clusters = pl.read_parquet(run / "dedup/clusters.parquet")
+    edges = pl.read_parquet(run / "dedup/edges.parquet")
+    sizes = clusters.group_by("cluster_id").agg(pl.col("size").first())
+    assert x["clusters"] == sizes.height
+    assert sum(c["clusters"] for c in x["cluster_sizes"]) == sizes.height
+    assert x["edges"] == edges.height
+    assert x["edges_at_threshold"] == edges.filter(pl.col("exact_j") >= x["threshold"]).height
+    assert len(x["largest"]) == min(10, sizes.height)
+    assert all(len(c["members"]) == 2 for c in x["largest"])
+    assert x["tune"] and x["tune"][0]["threshold"] == 0.5  # tune/sweep.csv was read
+    below = edges.filter(pl.col("exact_j") < x["threshold"]).sort("exact_j", descending=True)
+    assert [b["exact_j"] for b in x["borderline"]] == [
+        round(j, 4) for j in below["exact_j"].head(5)
+    ]
+
+
+def test_shapes_and_sampling_match_shapes_parquet(run):
+    r = _json(run)
+    shp = pl.read_parquet(run / "shapes/shapes.parquet")
+    kept = pl.read_parquet(run / "dedup/kept.parquet")
+    for p in r["shapes"]["per_scope"]:
+        s = shp.filter(pl.col("scope") == p["scope"])
+        assert p["items_sharing"] == s.filter(pl.col("group_size") > 1).height
+        assert p["digit_only_items"] == s["digit_only"].sum()
+    pol = {q["policy"]: q for q in r["sampling"]["policies"]}
+    repo = shp.filter(pl.col("scope") == "repo")
+    assert pol["no shape dedup"]["items"] == kept.height
+    assert pol["spread"]["items"] == kept.height
+    assert pol["cap k=1"]["items"] == repo["group_id"].n_unique()
+    for k in (2, 4):
+        want = repo.group_by("group_id").len()["len"].clip(upper_bound=k).sum()
+        assert pol[f"cap k={k}"]["items"] == want
+
+
+def test_sections_4_and_5_say_when_the_shapes_stage_has_not_run(run, tmp_path):
+    copy = tmp_path / "noshapes"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("shapes", "report"))
+    R.write_report(copy)
+    md = (copy / "report" / "report.md").read_text()
+    shapes_part = md[md.index(HEADINGS[3]) : md.index(HEADINGS[5])]
+    assert shapes_part.count("shapes stage not run") == 2
+    assert _json(copy)["sampling"] == {"present": False, "note": "shapes stage not run"}
+
+
+def test_html_is_one_file_with_embedded_plots_and_no_network(run):
+    html = (run / "report" / "report.html").read_text()
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == len(list((run / "report" / "plots").glob("*.png")))
+    assert not re.search(r"(src|href)=\"(https?:)?//", html)
+
+
+def test_html_escapes_item_text():
+    t = R._env(True).get_template("report.html.j2")
+    assert t.environment.autoescape is not False
+    out = R._env(True).from_string("{{ x }}").render(x="<script>alert(1)</script>")
+    assert "<script>" not in out
+
+
+def test_sampling_policies_and_batch_collisions_on_known_groups():
+    items = pl.DataFrame(
+        {
+            "id": [f"i{k}" for k in range(8)],
+            "language": ["python"] * 6 + ["go"] * 2,
+            "repo": ["o/a"] * 8,
+            "author_is_bot": [False] * 7 + [True],
+        }
+    )
+    shp = pl.DataFrame(
+        {
+            "id": [f"i{k}" for k in range(6)],
+            "scope": ["repo"] * 6,
+            "group_id": [0, 0, 0, 0, 1, 1],
+        }
+    )
+    s = R.sampling(shp, items, batch=4, seed=3)
+    pol = {q["policy"]: q for q in s["policies"]}
+    assert [pol[p]["items"] for p in ("no shape dedup", "cap k=1", "cap k=2", "cap k=4")] == [
+        8,
+        4,
+        6,
+        8,
+    ]
+    assert pol["cap k=1"]["language_kept"]["python"] == pytest.approx(100 * 2 / 6, abs=0.01)
+    assert (
+        pol["spread"]["batches_with_shape_twins"]
+        <= pol["no shape dedup"]["batches_with_shape_twins"]
+    )
+    assert R._collisions(np.array(["a", "b", "a", "c", "d"]), 2) == 0
+    assert R._collisions(np.array(["a", "a", "b", "c", "d"]), 2) == 1
+
+
+def test_report_without_a_finished_run_is_one_clear_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    res = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "no ingest output" in res.output
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        if p := shutil.which(name):
+            return p
+    if os.environ.get("CI") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-q"], env=env, check=False, capture_output=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"],
+            env=env,
+            check=False,
+            capture_output=True,
+        )
+        if p := shutil.which("chromium"):
+            return p
+    pytest.skip(
+        "headless screenshot check skipped: no chromium (install the Debian package "
+        "`chromium`; the test installs it itself only when root and CI is set)"
+    )
+
+
+def screenshot(html: Path, png: Path, browser: str, tmp: Path) -> None:
+    """Render `html` with headless Chromium to `png` (1280 x 4000), networking off."""
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp}",
+            f"--screenshot={png}",
+            "--window-size=1280,4000",
+            html.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def test_report_html_renders_headless_to_a_non_blank_png(run, tmp_path):
+    import matplotlib.image as mpimg
+
+    browser = _chromium()
+    png = tmp_path / "report.png"
+    screenshot(run / "report" / "report.html", png, browser, tmp_path / "profile")
+    img = mpimg.imread(png)[..., :3]
+    assert img.shape[0] >= 1000 and img.shape[1] >= 1000
+    ink = (img.mean(axis=2) < 0.9).mean()
+    assert ink > 0.02, f"screenshot is nearly blank ({ink:.3%} non-white pixels)"
+    assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50  # text and plots, not a flat fill
+
+
+def test_html_diffs_keep_one_line_per_diff_line(run):
+    html = (run / "report" / "report.html").read_text()
+    pre = re.search(r'<pre class="diff">(.*?)</pre>', html, re.S).group(1)
+    assert pre.count("\n") >= 3  # ---, +++, @@ and the changed lines each on their own line
+
+
+def test_an_unknown_shape_scope_is_one_clear_error(run):
+    with pytest.raises(R.ReportFailed, match="no shape scope 'file'"):
+        R.build(run, scope="file")
