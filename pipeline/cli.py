@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from pipeline import export as export_stage
 from pipeline import filter as filter_stage
 from pipeline import shapes as shapes_stage
 from pipeline.config import Config, ConfigError, load_config
@@ -37,6 +38,7 @@ STAGES = {
     "filter": filter_stage,
     "dedup": dedup_stage,
     "shapes": shapes_stage,
+    "export": export_stage,
 }
 
 
@@ -90,6 +92,21 @@ def dedup(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> No
 def shapes(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."""
     _run_stage(_load(config, set_), "shapes", force)
+
+
+FormatOpt = Annotated[
+    Optional[str],  # noqa: UP045 - typer needs Optional here
+    typer.Option("--format", help="plain, or sft (adds prompt/completion); default: config."),
+]
+
+
+@app.command()
+def export(
+    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, format_: FormatOpt = None
+) -> None:
+    """Split shapes' kept items into train/validation/test by whole group; Parquet + HF dataset."""
+    extra = [f"export.format={format_}"] if format_ else []
+    _run_stage(_load(config, [*(set_ or []), *extra]), "export", force)
 
 
 BaseOpt = Annotated[

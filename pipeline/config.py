@@ -119,6 +119,18 @@ class ShapesConfig:
 
 
 @dataclass(frozen=True)
+class ExportConfig:
+    """The export stage (pipeline/export.py)."""
+
+    split_by: str = "ratio"  # ratio (seeded, whole groups) | repo (whole repos) | time
+    ratios: list[float] = field(default_factory=lambda: [0.9, 0.05, 0.05])  # train/val/test
+    seed: int = 0  # seed of the group order the splits are dealt from
+    scope: str = "repo"  # shape groups kept in one split: change | repo | corpus | none
+    after: str = ""  # time: ISO date; a group with an item at or after it goes to test
+    format: str = "plain"  # plain | sft (adds prompt, completion: pipeline/template.py)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     name: str = "default"
     root: str = "data/runs"  # relative to the config file's folder when relative
@@ -131,6 +143,7 @@ class Config:
     filter: FilterConfig = field(default_factory=FilterConfig)
     dedup: DedupConfig = field(default_factory=DedupConfig)
     shapes: ShapesConfig = field(default_factory=ShapesConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
     # Folder that relative paths are resolved against (the config file's); not fingerprinted.
     base_dir: str = field(default=".", compare=False)
 

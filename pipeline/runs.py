@@ -199,6 +199,7 @@ STAGE_CODE = {
     "filter": ("filter",),
     "dedup": tuple(f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "stage")),
     "shapes": ("shapes.py", "dedup/clusters.py"),
+    "export": ("export.py", "template.py", "dedup/clusters.py"),
 }
 
 

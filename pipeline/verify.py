@@ -45,6 +45,8 @@ def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
             _check_records(d, cons, problems)
         elif cons.get("kind") == "ids":
             _check_ids(d, cons, problems)
+        if m.get("leakage"):
+            _check_leakage(d, m["leakage"], problems)
         if len(problems) == before:
             passed.append(f"{d.name}: {_describe(m)}")
     return problems, passed
@@ -133,3 +135,52 @@ def _check_ids(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
             f"({', '.join(cons['outputs'])}): {lost.height} ids lost or short, "
             f"{extra.height} ids extra or doubled; e.g. {ex}"
         )
+
+
+# ------------------------------------------------------------------------ export: leakage
+
+
+def cross_split_groups(splits: pl.DataFrame, keys: pl.DataFrame) -> int:
+    """How many groups have items in two or more splits.
+
+    splits: id, split (one row per exported item); keys: id, key (an item's group).
+    Checking every grouping on its own suffices: unions of groups each inside one split
+    are inside one split too.
+    """
+    j = splits.join(keys.unique(), on="id", how="inner")
+    per = j.group_by("key").agg(pl.col("split").n_unique().alias("n"))
+    return int(per.filter(pl.col("n") > 1).height)
+
+
+def leakage_keys(d: Path, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.DataFrame:
+    """id, key of one grouping the export manifest names: a column of the splits themselves,
+    or a key column of another stage's Parquet (optionally one `scope`)."""
+    if "column" in grouping:
+        return splits.select("id", pl.col(grouping["column"]).cast(pl.String).alias("key"))
+    t = pl.read_parquet(d / grouping["input"])
+    if "scope" in grouping:
+        t = t.filter(pl.col("scope") == grouping["scope"])
+    return t.select("id", pl.col(grouping["key"]).cast(pl.String).alias("key"))
+
+
+def read_splits(d: Path, files: dict[str, str], extra: list[str]) -> pl.DataFrame:
+    """id, split (+ extra columns) of every exported item."""
+    parts = [
+        pl.read_parquet(d / f, columns=["id", *extra]).with_columns(split=pl.lit(name))
+        for name, f in files.items()
+    ]
+    return pl.concat(parts)
+
+
+def _check_leakage(d: Path, leak: dict[str, Any], problems: list[str]) -> None:
+    """No dedup cluster, shape group (or repo, by_repo) has items in two splits."""
+    groupings = leak.get("groupings", [])
+    cols = sorted({g["column"] for g in groupings if "column" in g} - {"id"})
+    try:
+        splits = read_splits(d, leak["splits"], cols)
+        for g in groupings:
+            n = cross_split_groups(splits, leakage_keys(d, g, splits))
+            if n:
+                problems.append(f"{d.name}: {n} {g['name']} groups span two or more splits")
+    except Exception as e:
+        problems.append(f"{d.name}: cannot read splits/groups for the leakage check ({e})")

@@ -1,0 +1,228 @@
+"""The export stage: whole groups per split, seeded sizes, HF dataset, sft template, leakage."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import datasets
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.config import ExportConfig
+from pipeline.export import SPLITS, ExportFailed, assign_splits, check_config, groupings
+from pipeline.runs import write_parquet
+from pipeline.schema import ITEM_SCHEMA
+from pipeline.template import render
+from pipeline.verify import cross_split_groups, verify_run
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+PCC = ".pre-commit-config.yaml"
+
+
+def frames(cluster: list[int], shape: list[int], repo: list[int], dates: list[int] | None = None):
+    """items / clusters / shapes frames for n items with the given group labels."""
+    n = len(cluster)
+    ids = [f"id{k:04d}" for k in range(n)]
+    items = pl.DataFrame(
+        {
+            "id": ids,
+            "repo": [f"r{x}" for x in repo],
+            "created_at": [None if d is None else d for d in (dates or [None] * n)],
+        },
+        schema={"id": pl.String, "repo": pl.String, "created_at": pl.Int64},
+    ).with_columns((pl.col("created_at") * 86_400_000_000).cast(pl.Datetime("us", "UTC")))
+    clusters = pl.DataFrame({"id": ids, "cluster_id": cluster})
+    shapes = pl.DataFrame({"id": ids * 2, "scope": ["repo"] * n + ["change"] * n})
+    shapes = shapes.with_columns(group_id=pl.Series([*shape, *range(n)]))
+    return items, clusters, shapes
+
+
+def leaks(items, clusters, shapes, e: ExportConfig, assigned: pl.DataFrame) -> dict[str, int]:
+    splits = items.select("id").join(assigned.select("id", "split"), on="id")
+    return {n: cross_split_groups(splits, k) for n, k in groupings(items, clusters, shapes, e)}
+
+
+labels = st.integers(0, 12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(labels, labels, st.integers(0, 3)), min_size=1, max_size=60),
+    st.integers(0, 5),
+    st.sampled_from(["ratio", "repo"]),
+)
+def test_groups_never_span_splits(rows, seed: int, split_by: str) -> None:
+    cluster, shape, repo = (list(x) for x in zip(*rows, strict=True))
+    items, clusters, shapes = frames(cluster, shape, repo)
+    e = ExportConfig(split_by=split_by, seed=seed, ratios=[0.4, 0.3, 0.3])
+    a = assign_splits(items, clusters, shapes, e)
+    assert sorted(a["id"].to_list()) == sorted(items["id"].to_list())  # each id once
+    assert set(a["split"].unique()) <= set(SPLITS)
+    assert set(leaks(items, clusters, shapes, e, a).values()) == {0}
+    # the groups are the connected components: chains across groupings stay together
+    per = a.group_by("export_group").agg(pl.col("split").n_unique())
+    assert per["split"].max() == 1
+
+
+def test_chain_of_cluster_and_shape_is_one_group() -> None:
+    # a~b by cluster, b~c by shape group, d alone
+    items, clusters, shapes = frames([0, 0, 1, 2], [5, 6, 6, 7], [0, 0, 0, 0])
+    a = assign_splits(items, clusters, shapes, ExportConfig())
+    g = a["export_group"].to_list()
+    assert g[0] == g[1] == g[2] != g[3]
+
+
+def test_deterministic_for_a_seed_and_the_seed_matters() -> None:
+    n = 400
+    items, clusters, shapes = frames(list(range(n)), [k // 3 for k in range(n)], [0] * n)
+    e = ExportConfig(seed=7)
+    one = assign_splits(items, clusters, shapes, e)
+    rev = assign_splits(items.reverse(), clusters.reverse(), shapes.reverse(), e)
+    assert one.equals(rev)  # input order does not matter
+    other = assign_splits(items, clusters, shapes, ExportConfig(seed=8))
+    assert not one["split"].equals(other["split"])
+
+
+def test_sizes_follow_the_ratios_and_large_groups_are_held_out_too() -> None:
+    n = 3000
+    # 1000 singletons, 500 pairs, 250 groups of 4 (all shape groups)
+    shape = list(range(1000)) + [1000 + k // 2 for k in range(1000)]
+    shape += [2000 + k // 4 for k in range(1000)]
+    items, clusters, shapes = frames(list(range(n)), shape, [0] * n)
+    a = assign_splits(items, clusters, shapes, ExportConfig())
+    share = a.group_by("split").len().with_columns(pl.col("len") / n)
+    got = dict(zip(share["split"], share["len"], strict=True))
+    for s, r in zip(SPLITS, (0.9, 0.05, 0.05), strict=True):
+        assert abs(got[s] - r) < 0.01, (s, got)
+    sizes = a.with_columns(size=pl.len().over("export_group"))
+    assert sizes.filter((pl.col("split") != "train") & (pl.col("size") == 4)).height > 0
+
+
+def test_time_split_sends_whole_late_groups_to_test() -> None:
+    # days since 1970: 20000 = 2024-10-04; cutoff 2024-10-01 = day 19997
+    items, clusters, shapes = frames(
+        [0, 1, 2, 3, 4, 5], [0, 0, 1, 2, 3, 4], [0] * 6, [19000, 20000, 19000, None, 19001, 19002]
+    )
+    e = ExportConfig(split_by="time", after="2024-10-01", ratios=[0.5, 0.5, 0.0])
+    a = assign_splits(items, clusters, shapes, e)
+    split = dict(zip(a["id"], a["split"], strict=True))
+    assert split["id0000"] == split["id0001"] == "test"  # id0000 is early, its twin is late
+    assert {split[f"id000{k}"] for k in range(2, 6)} <= {"train", "validation"}
+
+
+def test_check_config() -> None:
+    check_config(ExportConfig())
+    for bad, msg in (
+        (ExportConfig(split_by="random"), "export.split_by"),
+        (ExportConfig(ratios=[0.9, 0.2, 0.0]), "export.ratios"),
+        (ExportConfig(scope="file"), "export.scope"),
+        (ExportConfig(format="chat"), "export.format"),
+        (ExportConfig(split_by="time"), "export.after"),
+    ):
+        with pytest.raises(ExportFailed, match=msg):
+            check_config(bad)
+
+
+def test_template() -> None:
+    p, c = render("a.py", "use a set", "x = 1\n...\ny = 2", "l = [1]", "s = {1}")
+    assert "File: a.py" in p and "use a set" in p and "Context:\nx = 1\n...\ny = 2\n" in p
+    assert p.endswith("Code before:\nl = [1]\nCode after:\n") and c == "s = {1}\n"
+    assert "Context:" not in render("a.py", "c", "", "b", "a")[0]
+
+
+# ------------------------------------------------------------------------ end to end (sample)
+
+
+def _cli(*args: str) -> str:
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    assert res.exit_code == 0, f"exit {res.exit_code}: {res.output}\n{res.exception!r}"
+    return res.output
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory) -> Path:
+    """The sample corpus run through shapes once, in a temp folder."""
+    d = tmp_path_factory.mktemp("sample")
+    for f in ("edits.csv", "github_comments.json", "refinement.jsonl"):
+        shutil.copy(SAMPLE / f, d / f)
+    toml = (SAMPLE / "editcurate.toml").read_text()
+    (d / "editcurate.toml").write_text(toml.replace('root = "../runs"', 'root = "runs"'))
+    for stage in ("ingest", "filter", "dedup", "shapes"):
+        _cli(stage, "--config", d / "editcurate.toml")
+    return d
+
+
+def test_export_needs_shapes(tmp_path) -> None:
+    (tmp_path / "c.toml").write_text('[run]\nname = "t"\nroot = "runs"\n')
+    res = CliRunner().invoke(app, ["export", "--config", str(tmp_path / "c.toml")])
+    assert res.exit_code == 2 and "run `editcurate shapes` first" in res.output
+
+
+def test_founding_pair_lands_in_one_split(sample_run: Path) -> None:
+    run = sample_run / "runs" / "sample"
+    items = pl.read_parquet(run / "shapes" / "kept.parquet")
+    clusters = pl.read_parquet(run / "dedup" / "clusters.parquet")
+    shapes = pl.read_parquet(run / "shapes" / "shapes.parquet")
+    pair = items.filter(
+        (pl.col("path") == PCC) & pl.col("before").is_in(["    rev: v4.5.0", "    rev: 6.1.0"])
+    )["id"].to_list()
+    assert len(pair) == 2
+    seen = set()
+    for seed in range(20):
+        e = ExportConfig(seed=seed, ratios=[0.34, 0.33, 0.33])
+        a = assign_splits(items, clusters, shapes, e).filter(pl.col("id").is_in(pair))
+        assert a["split"].n_unique() == 1, seed
+        seen.add(a["split"][0])
+    assert len(seen) > 1  # not trivially always train
+
+
+def test_export_end_to_end(sample_run: Path) -> None:
+    cfg = sample_run / "editcurate.toml"
+    out = _cli("export", "--config", cfg, "--format", "sft", "--force")
+    assert "cross-split groups 0" in out
+    exp = sample_run / "runs" / "sample" / "export"
+    dd = datasets.load_from_disk(str(exp / "hf"))
+    assert list(dd) == list(SPLITS)
+    files = {s: str(exp / f"{s}.parquet") for s in SPLITS}
+    lp = datasets.load_dataset("parquet", data_files=files, cache_dir=str(sample_run / "cache"))
+    n = pq.read_metadata(sample_run / "runs" / "sample" / "shapes" / "kept.parquet").num_rows
+    assert sum(dd[s].num_rows for s in SPLITS) == n
+    for ds in (dd, lp):
+        for s in SPLITS:
+            cols = ds[s].column_names
+            assert set(ITEM_SCHEMA.names) | {"export_group", "prompt", "completion"} <= set(cols)
+            assert ds[s].num_rows == dd[s].num_rows
+    row = dd["train"][0]
+    want = render(row["path"], row["comment"], row["context"], row["before"], row["after"])
+    assert (row["prompt"], row["completion"]) == want
+    card = (exp / "README.md").read_text()
+    assert f"| train | {dd['train'].num_rows} |" in card and "config fingerprint" in card
+    assert "github_comments" in card
+    problems, passed = verify_run(sample_run / "runs" / "sample")
+    assert problems == [] and any(p.startswith("export:") for p in passed)
+
+
+def test_verify_fails_when_a_group_spans_splits(sample_run: Path, tmp_path) -> None:
+    _cli("export", "--config", sample_run / "editcurate.toml", "--force")  # plain format
+    run = tmp_path / "run"
+    shutil.copytree(sample_run / "runs" / "sample", run)
+    assert verify_run(run)[0] == []
+    # move one founding item from its split to another: its twin stays behind
+    exp = run / "export"
+    tables = {s: pl.read_parquet(exp / f"{s}.parquet") for s in SPLITS}
+    src = next(s for s in SPLITS if tables[s].filter(pl.col("path") == PCC).height >= 2)
+    dst = next(s for s in SPLITS if s != src)
+    moved = tables[src].filter(pl.col("before") == "    rev: v4.5.0")
+    assert moved.height == 1
+    tables[src] = tables[src].filter(pl.col("before") != "    rev: v4.5.0")
+    tables[dst] = pl.concat([tables[dst], moved])
+    for s in (src, dst):
+        write_parquet(tables[s].to_arrow(), exp / f"{s}.parquet", {})
+    problems, _ = verify_run(run)
+    assert any("shape group (repo) groups span two or more splits" in p for p in problems)
