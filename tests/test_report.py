@@ -23,7 +23,8 @@ HEADINGS = [
     "## 3. Dedup",
     "## 4. Shapes",
     "## 5. Sampling options",
-    "## 6. Smoke train",
+    "## 6. Splits",
+    "## 7. Smoke train",
 ]
 
 
@@ -55,12 +56,29 @@ def test_every_section_is_present_in_md_html_and_json(run):
     html = (run / "report" / "report.html").read_text()
     pos = [md.index(h) for h in HEADINGS]
     assert pos == sorted(pos)
-    for sid in ("header", "funnel", "distributions", "dedup", "shapes", "sampling", "smoke"):
+    for sid in (
+        "header",
+        "funnel",
+        "distributions",
+        "dedup",
+        "shapes",
+        "sampling",
+        "splits",
+        "smoke",
+    ):
         assert f'id="{sid}"' in html
     assert set(_json(run)["sections"]) <= set(_json(run))
     assert "Conservation verified" in md
     assert "smoke stage not run" in md
     assert r"`\w+|[^\w\s]`" in md  # says which tokenizer counted tokens
+
+
+def test_split_table_matches_the_export_outputs(run):
+    x = _json(run)["splits"]
+    assert x["present"] and x["cross_split_groups"] == 0
+    for row in x["rows"]:
+        assert row["items"] == pl.read_parquet(run / "export" / f"{row['split']}.parquet").height
+    assert sum(r["items"] for r in x["rows"]) == pl.read_parquet(run / "shapes/kept.parquet").height
 
 
 def test_funnel_matches_the_parquet_outputs(run):

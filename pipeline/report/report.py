@@ -26,7 +26,16 @@ from pipeline.runs import StageFailed, package_versions, read_manifest, write_js
 from pipeline.verify import verify_run
 
 TOKEN_RE = r"\w+|[^\w\s]"
-SECTIONS = ("header", "funnel", "distributions", "dedup", "shapes", "sampling", "smoke")
+SECTIONS = (
+    "header",
+    "funnel",
+    "distributions",
+    "dedup",
+    "shapes",
+    "sampling",
+    "splits",
+    "smoke",
+)
 TEMPLATES = Path(__file__).parent / "templates"
 TOP = 15  # rows in by-repo / by-language tables
 CAPS = (1, 2, 4)
@@ -509,6 +518,26 @@ def sampling(
     }
 
 
+def splits(run_dir: Path) -> dict[str, Any]:
+    """The export stage's split table: items and groups per split, and groups that leak."""
+    m = read_manifest(run_dir / "export")
+    if not m:
+        return {"present": False, "note": "export stage not run"}
+    c = m["counts"]
+    n = c["items_in"] or 1
+    rows = [
+        {"split": sp, "items": c[sp], "share": _pct(c[sp], n), "groups": c[f"groups_{sp}"]}
+        for sp in ("train", "validation", "test")
+    ]
+    return {
+        "present": True,
+        "rule": m.get("split_rule", ""),
+        "rows": rows,
+        "cross_split": m.get("cross_split", {}),
+        "cross_split_groups": c["cross_split_groups"],
+    }
+
+
 def smoke(run_dir: Path) -> dict[str, Any]:
     p = run_dir / "smoke" / "summary.json"
     if not p.exists():
@@ -552,6 +581,7 @@ def build(run_dir: Path, scope: str = "repo", batch: int = 16, seed: int = 0) ->
         "dedup": dedup(run_dir, manifests["dedup"], out),
         "shapes": shapes(shp, items),
         "sampling": sampling(shp, items, scope, batch, seed),
+        "splits": splits(run_dir),
         "smoke": smoke(run_dir),
     }
 
