@@ -193,5 +193,44 @@ def verify(run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data
     console.print(f"[green]verify passed[/]: {run_dir}")
 
 
+@app.command("smoke-train")
+def smoke_train(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder with a finished shapes stage")],
+    model: Annotated[str, typer.Option(help="Local HF checkpoint folder; default: tiny.")] = "",
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 2e-4,
+    micro_batch: Annotated[int, typer.Option(help="Items per micro-batch.")] = 1,
+    grad_accum: Annotated[int, typer.Option(help="Micro-batches per step.")] = 16,
+    max_len: Annotated[int, typer.Option(help="Tokens per item after truncation.")] = 1024,
+    seed: Annotated[int, typer.Option(help="Seed of init and order.")] = 0,
+    probe_batch: Annotated[int, typer.Option(help="K > 0: bisect non-finite K-batches.")] = 0,
+    sweep: Annotated[str, typer.Option(help="KEY=V1,V2: one loop per value.")] = "",
+    eval_items: Annotated[int, typer.Option(help="Items generated for edit similarity.")] = 32,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
+) -> None:
+    """LoRA-train every curated item (RUN_DIR/smoke/); explain any non-finite step. Slow."""
+    from pipeline.config import SmokeConfig
+    from pipeline.train import stage as smoke
+
+    sc = SmokeConfig(
+        model=model,
+        lr=lr,
+        micro_batch=micro_batch,
+        grad_accum=grad_accum,
+        max_len=max_len,
+        seed=seed,
+        probe_batch=probe_batch,
+        eval_items=eval_items,
+        device=device,
+    )
+    try:
+        summary = smoke.run(run_dir, sc, smoke.parse_sweep(sweep) if sweep else None)
+    except StageFailed as e:
+        _fail(str(e))
+    smoke.print_summary(summary)
+    console.print(f"smoke-train: wrote {run_dir / 'smoke'}")
+    if summary["verdict"] != "trains":
+        raise typer.Exit(1)
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -131,6 +131,28 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
+class SmokeConfig:
+    """The smoke-train command (pipeline/train/); not part of `editcurate run`."""
+
+    model: str = ""  # a local HF checkpoint folder; "" = the tiny byte-level model
+    lr: float = 2e-4  # AdamW learning rate
+    micro_batch: int = 1  # items per forward/backward
+    grad_accum: int = 16  # micro-batches per optimizer step
+    max_len: int = 1024  # tokens per item after truncation
+    seed: int = 0  # model init, LoRA init and (without batch_order) the item order
+    warmup: float = 0.1  # fraction of steps with a linear lr warmup
+    clip: float = 1.0  # grad-norm clip, applied only after the finite check
+    skip_budget: float = 0.01  # more skipped (non-finite) items than this fraction: fails
+    lora_r: int = 16
+    lora_alpha: int = 32
+    exclude_bad: bool = True  # leave out zero-supervision and truncated-target items
+    eval_items: int = 32  # items generated for edit similarity (greedy)
+    max_new_tokens: int = 128  # generation length cap
+    probe_batch: int = 0  # K > 0: probe K-item batches and bisect the non-finite ones
+    device: str = "auto"  # auto (cuda when available) | cpu | cuda
+
+
+@dataclass(frozen=True)
 class RunConfig:
     name: str = "default"
     root: str = "data/runs"  # relative to the config file's folder when relative
@@ -144,6 +166,7 @@ class Config:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     shapes: ShapesConfig = field(default_factory=ShapesConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    smoke: SmokeConfig = field(default_factory=SmokeConfig)
     # Folder that relative paths are resolved against (the config file's); not fingerprinted.
     base_dir: str = field(default=".", compare=False)
 

@@ -200,6 +200,7 @@ STAGE_CODE = {
     "dedup": tuple(f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "stage")),
     "shapes": ("shapes.py", "dedup/clusters.py"),
     "export": ("export.py", "template.py", "dedup/clusters.py"),
+    "smoke": ("train", "template.py"),
 }
 
 
