@@ -63,16 +63,20 @@ class Example:
     truncated_target: bool
 
 
-def encode_item(item: dict[str, Any], tok: Any, max_len: int) -> Example:
-    prompt, completion = render(
-        item.get("path") or "",
-        item.get("comment") or "",
-        item.get("context") or "",
-        item.get("before") or "",
-        item.get("after") or "",
-    )
+def render_item(item: dict[str, Any]) -> tuple[str, str]:
+    """The one template (pipeline/template.py) over an item row; missing fields are ""."""
+    return render(*(item.get(k) or "" for k in ("path", "comment", "context", "before", "after")))
+
+
+def prompt_ids(tok: Any, prompt: str) -> list[int]:
+    """BOS (when the tokenizer has one) + the prompt's token ids: what training conditions on."""
     bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-    p = bos + tok.encode(prompt)
+    return bos + tok.encode(prompt)
+
+
+def encode_item(item: dict[str, Any], tok: Any, max_len: int) -> Example:
+    prompt, completion = render_item(item)
+    p = prompt_ids(tok, prompt)
     t = tok.encode(completion.rstrip("\n")) + [tok.eos_token_id]
     ids = (p + t)[:max_len]
     labels = ([IGNORE] * len(p) + t)[:max_len]

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from rapidfuzz import fuzz
 
-from pipeline.template import render
+from pipeline.train.data import prompt_ids, render_item
 from pipeline.train.loop import autocast
 
 
@@ -20,15 +20,8 @@ def generate_eval(
     model.eval()
     rows = []
     for it in items:
-        prompt, _ = render(
-            it.get("path") or "",
-            it.get("comment") or "",
-            it.get("context") or "",
-            it.get("before") or "",
-            it.get("after") or "",
-        )
-        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        ids = torch.tensor([bos + tok.encode(prompt)], device=device)
+        prompt, _ = render_item(it)
+        ids = torch.tensor([prompt_ids(tok, prompt)], device=device)
         with autocast(device):
             out = model.generate(
                 input_ids=ids,
