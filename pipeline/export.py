@@ -40,7 +40,7 @@ from pipeline.runs import (
     StageRun,
     code_version,
     input_fingerprint,
-    read_manifest,
+    require_output,
     stage_fingerprint,
     write_parquet,
 )
@@ -204,11 +204,7 @@ def _path(cfg: Config, rel: str) -> Path:
 def prepare(cfg: Config) -> StageRun:
     check_config(cfg.export)
     for rel, (stage, _) in INPUTS.items():
-        p = _path(cfg, rel)
-        if not p.exists() or read_manifest(p.parent) is None:
-            raise ExportFailed(
-                f"export: no {stage} output in {p.parent}; run `editcurate {stage}` first"
-            )
+        require_output(_path(cfg, rel), stage, STAGE, ExportFailed)
     return StageRun(
         run_dir=cfg.run_dir,
         stage=STAGE,

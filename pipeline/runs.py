@@ -183,6 +183,16 @@ class StageRun:
         return manifest
 
 
+def require_output(
+    path: Path, stage: str, needed_by: str, exc: type[StageFailed] = StageFailed
+) -> None:
+    """Raise `exc` unless `path` is an output of a finished `stage` (its folder has a manifest)."""
+    if not path.exists() or read_manifest(path.parent) is None:
+        raise exc(
+            f"{needed_by}: no {stage} output in {path.parent}; run `editcurate {stage}` first"
+        )
+
+
 def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
     p = stage_dir / MANIFEST
     if not p.exists():

@@ -35,7 +35,7 @@ from pipeline.runs import (
     StageRun,
     code_version,
     input_fingerprint,
-    read_manifest,
+    require_output,
     stage_fingerprint,
     write_parquet,
 )
@@ -388,10 +388,7 @@ def input_path(cfg: Config) -> Path:
 def prepare(cfg: Config) -> StageRun:
     check_config(cfg.shapes)
     src = input_path(cfg)
-    if not src.exists() or read_manifest(src.parent) is None:
-        raise ShapesFailed(
-            f"shapes: no {PREV_STAGE} output in {src.parent}; run `editcurate {PREV_STAGE}` first"
-        )
+    require_output(src, PREV_STAGE, STAGE, ShapesFailed)
     section_fp = cfg.fingerprint(STAGE) + ",".join(cfg.dedup.keeper)  # cap ranks as dedup
     return StageRun(
         run_dir=cfg.run_dir,

@@ -41,7 +41,7 @@ from pipeline.runs import (
     code_version,
     input_fingerprint,
     parquet_sink,
-    read_manifest,
+    require_output,
     stage_fingerprint,
     write_parquet,
 )
@@ -339,10 +339,7 @@ def find_duplicates(
 def prepare(cfg: Config) -> StageRun:
     check_config(cfg.dedup)
     src = input_path(cfg)
-    if not src.exists() or read_manifest(src.parent) is None:
-        raise DedupFailed(
-            f"dedup: no {PREV_STAGE} output in {src.parent}; run `editcurate {PREV_STAGE}` first"
-        )
+    require_output(src, PREV_STAGE, STAGE, DedupFailed)
     return StageRun(
         run_dir=cfg.run_dir,
         stage=STAGE,

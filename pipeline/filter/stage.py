@@ -24,7 +24,7 @@ from pipeline.runs import (
     code_version,
     input_fingerprint,
     parquet_sink,
-    read_manifest,
+    require_output,
     stage_fingerprint,
 )
 from pipeline.schema import ITEM_SCHEMA
@@ -61,10 +61,7 @@ def _load(cfg: Config) -> RuleSet:
 def prepare(cfg: Config) -> StageRun:
     rules = _load(cfg)
     inp = _input(cfg)
-    if read_manifest(inp.parent) is None or not inp.exists():
-        raise FilterFailed(
-            f"filter: no ingest output in {inp.parent}; run `editcurate ingest` first"
-        )
+    require_output(inp, "ingest", "filter", FilterFailed)
     section_fp = cfg.fingerprint(STAGE) + rules.fingerprint
     return StageRun(
         run_dir=cfg.run_dir,

@@ -22,7 +22,7 @@ from pipeline.runs import (
     StageRun,
     code_version,
     input_fingerprint,
-    read_manifest,
+    require_output,
     stage_fingerprint,
     write_json,
     write_parquet,
@@ -116,10 +116,7 @@ def _loop_cfg(sc: SmokeConfig) -> LoopConfig:
 def prepare(run_dir: Path, sc: SmokeConfig) -> StageRun:
     check_config(sc)
     src = run_dir / "shapes" / "kept.parquet"
-    if not src.exists() or read_manifest(src.parent) is None:
-        raise SmokeFailed(
-            f"smoke-train: no shapes output in {src.parent}; run `editcurate shapes` first"
-        )
+    require_output(src, "shapes", "smoke-train", SmokeFailed)
     section_fp = hashlib.sha256(canonical_text(dataclasses.asdict(sc)).encode()).hexdigest()
     return StageRun(
         run_dir=run_dir,
