@@ -89,14 +89,19 @@ class DedupConfig:
 
     threshold: float = 0.8  # exact shingle Jaccard at or above which two items are duplicates
     # Item text fields shingled; each shingle is tagged with its field, the set is the union.
-    fields: list[str] = field(default_factory=lambda: ["path", "before", "after", "comment"])
+    # Default: the edit itself. Path and comment (often the commit subject) dominate small
+    # hunks and merged distinct edits of one commit; add them back here if wanted.
+    fields: list[str] = field(default_factory=lambda: ["before", "after"])
     shingle: str = "tokens"  # tokens (code-aware \w+|[^\w\s]) or chars (code points)
     ngram: int = 5  # tokens (or chars) per shingle; a shorter field gives one shingle of all
     num_perm: int = 256  # MinHash permutations (datasketch affine32 scheme)
     seed: int = 1  # permutation seed, as datasketch.MinHash(seed=...)
     bands: int = 32  # LSH bands x rows: 32 x 8 gives P(candidate | J=0.8) = 0.997
     rows: int = 8
-    bucket_cap: int = 64  # a band bucket with more items is reported, not expanded to pairs
+    # A band bucket with more items is scanned pairwise on signatures instead of expanded to
+    # all its pairs; one with more than max_bucket items is skipped and reported.
+    bucket_cap: int = 64
+    max_bucket: int = 20_000
     edge_floor: float = 0.5  # verified pairs at or above this go to edges.parquet (for tune)
     # Which item of a cluster is kept: rank keys in order, "-" = largest first; ties then
     # broken by id, source, source_ref. Keys: comment_len, after_len, lines_changed,
@@ -107,10 +112,13 @@ class DedupConfig:
 
 @dataclass(frozen=True)
 class ShapesConfig:
-    """The shapes stage (pipeline/shapes.py)."""
+    """The shapes stage (pipeline/shapes/)."""
 
     policy: str = "annotate"  # annotate (add group columns) | cap (keep k per group) | spread
-    scope: str = "repo"  # the groups cap and spread act on: change | repo | corpus
+    scope: str = "repo"  # the groups cap and spread act on: change | repo | corpus | edit
+    # Put the file path in the group key (per-file groups; file-name groups at corpus scope).
+    # Default false: the same edit made in several files of a change or repo is one group.
+    path_in_key: bool = False
     cap_digit_only: int = 1  # cap: items kept per digit-only group (version/SHA bumps)
     cap_other: int = 2  # cap: items kept per other group
     context_key: bool = False  # add the nearest context line to the group key

@@ -35,3 +35,28 @@ def test_keeper_rank_longest_comment_then_earliest_then_id():
     )
     out = best_first(df, "g", ["-comment_len", "created_at", "id"])
     assert out["id"].to_list() == ["b", "c", "a", "d"]
+
+
+def test_stars_match_the_reference_on_random_graphs():
+    from pipeline.dedup.clusters import stars, stars_reference
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(2, 30))
+        m = int(rng.integers(0, n * 2))
+        pairs = {tuple(sorted(map(int, rng.choice(n, 2, replace=False)))) for _ in range(m)}
+        edges = {p: float(rng.uniform(0.8, 1.0)) for p in sorted(pairs)}
+        order = rng.permutation(n).astype(np.int64)
+        a = np.array([p[0] for p in edges], dtype=np.int64)
+        b = np.array([p[1] for p in edges], dtype=np.int64)
+        j = np.array(list(edges.values()), dtype=np.float64)
+        keeper, jk = stars(order, a, b, j)
+        ref_k, ref_j = stars_reference(order.tolist(), edges)
+        assert keeper.tolist() == [ref_k[x] for x in range(n)]
+        assert jk.tolist() == [ref_j[x] for x in range(n)]
+        # no chaining: a removed node's edge is to its own keeper; keepers share no edge
+        for x in range(n):
+            k = keeper[x]
+            assert k == x or tuple(sorted((x, k))) in edges
+            assert keeper[k] == k
+        assert not any(keeper[x] == x and keeper[y] == y for x, y in edges)

@@ -15,10 +15,37 @@ def test_items_sharing_a_band_are_candidates_once():
     assert c.raw_pairs == 2 and len(c.big_size) == 0
 
 
-def test_a_bucket_over_the_cap_is_reported_not_expanded():
+def test_a_bucket_over_the_cap_is_scanned_once_not_skipped():
     sig = np.zeros((7, 4), dtype=np.uint32)
     sig[6] = 9  # alone; item 0 is not asked about
     c = candidates(sig, np.arange(1, 7), bands=2, rows=2, cap=3, nsample=2)
-    assert len(c.a) == 0
+    # every pair of the 6-item bucket is found, compared once (band 0), not again in band 1
+    assert len(c.a) == 10 and set(c.a) | set(c.b) == {1, 2, 3, 4, 5}
     assert list(c.big_band) == [0, 1] and list(c.big_size) == [5, 5]
     assert c.big_sample.tolist() == [[1, 2], [1, 2]]
+    assert c.big_compared.tolist() == [10, 0] and c.skipped_pairs == 0
+
+
+def test_a_scanned_bucket_keeps_only_pairs_near_enough_on_signatures():
+    rng = np.random.default_rng(0)
+    sig = rng.integers(0, 1 << 31, size=(6, 16), dtype=np.uint32)
+    sig[:, :4] = 7  # all six share band 0
+    sig[1, 4:14] = sig[0, 4:14]  # items 0 and 1: 14 of 16 slots equal
+    c = candidates(sig, np.arange(6), bands=4, rows=4, cap=2, scan_floor=0.8)
+    assert list(zip(c.a, c.b, strict=True)) == [(0, 1)]
+    assert c.big_compared.sum() == 15
+
+
+def test_a_bucket_over_max_bucket_is_skipped_and_counted():
+    sig = np.zeros((5, 4), dtype=np.uint32)
+    c = candidates(sig, np.arange(5), bands=1, rows=4, cap=2, max_bucket=4)
+    assert len(c.a) == 0 and c.big_scanned.tolist() == [False] and c.skipped_pairs == 10
+
+
+def test_a_templated_family_keeps_full_recall_past_the_cap():
+    """300 items sharing every band: the pairs a star needs are all found."""
+    base = np.arange(64, dtype=np.uint32)
+    sig = np.tile(base, (300, 1))
+    c = candidates(sig, np.arange(300), bands=8, rows=8, cap=64)
+    assert len(c.a) == 300 * 299 // 2
+    assert c.big_compared.sum() == 300 * 299 // 2  # scanned in band 0 only

@@ -48,10 +48,9 @@ def dedup(rows, **cfg):
     return stage.find_duplicates(pl.from_arrow(t.select(stage.needed_columns(d))), d)
 
 
-def jaccard(x, y):
-    f = ["path", "before", "after", "comment"]
+def jaccard(x, y, f=("before", "after")):
     x, y = {"path": "a.py", **x}, {"path": "a.py", **y}  # make_item_table's default path
-    a, b = item_shingles(x, f, 5), item_shingles(y, f, 5)
+    a, b = item_shingles(x, list(f), 5), item_shingles(y, list(f), 5)
     return len(a & b) / len(a | b)
 
 
@@ -119,29 +118,81 @@ def test_the_founding_pre_commit_items_are_not_merged_at_08():
     assert r.counts["removed"] == 0 and r.counts["kept"] == 2
 
 
-def test_a_chain_joins_one_cluster_and_j_to_keeper_says_how_far_each_is():
+def _chain():
     base = [f"    x{k} = f{k}(a, b)" for k in range(4)]
     v = ["\n".join(base + [f"    y{j} = g{j}(c)" for j in range(k)]) for k in range(3)]
     rows = [dict(before=v[k], comment="x", change=str(k)) for k in range(3)]
     assert jaccard(rows[0], rows[2]) < 0.8 <= min(jaccard(*rows[:2]), jaccard(*rows[1:]))
-    rows[0]["lines_added"] = 9  # the keeper by rank: most lines changed
+    return rows
+
+
+def test_a_chain_a_b_c_keeps_a_and_c_and_one_component_holds_all_three():
+    rows = _chain()
+    rows[0]["lines_added"] = 9  # A is the best-ranked: most lines changed
     r = dedup(rows, keeper=["-lines_changed"])
-    assert r.counts["clusters"] == 1 and r.clusters.height == 3
-    j = dict(zip(r.clusters["id"], r.clusters["j_to_keeper"], strict=True))
     ids = make_item_table(rows)["id"].to_pylist()
-    assert r.clusters["keeper_id"].unique().to_list() == [ids[0]]
-    assert j[ids[0]] == 1.0
-    assert j[ids[1]] == pytest.approx(jaccard(rows[0], rows[1]))
-    assert j[ids[2]] == pytest.approx(jaccard(rows[0], rows[2]))  # below 0.8: via the chain
-    assert set(ids) == set(j)
+    assert r.counts["kept"] == 2 and r.counts["removed_near"] == 1
+    assert r.removed["keeper_id"].to_list() == [ids[0]]
+    assert r.removed["j"][0] == pytest.approx(jaccard(rows[0], rows[1]))
+    kept_ids = set(r.clusters.filter(pl.col("is_keeper"))["id"])
+    assert kept_ids == {ids[0], ids[2]}  # C is not removed through B
+    assert r.clusters["component_id"].n_unique() == 1 and r.clusters.height == 3
+    assert r.counts["clusters"] == 1 and r.counts["components"] == 1
+    assert r.counts["kept_pairs_above_threshold"] == 0
 
 
-def test_a_bucket_over_the_cap_is_reported():
-    rows = [dict(before=CODE, after=CODE + f"\nx = {k}", comment="c") for k in range(6)]
-    r = dedup(rows, bucket_cap=3)
-    assert r.counts["oversized_buckets"] > 0
-    assert r.oversized["size"].min() > 3
-    assert r.counts["kept"] + r.counts["removed"] == 6
+def test_the_middle_of_a_chain_ranked_first_removes_both_ends():
+    rows = _chain()
+    rows[1]["lines_added"] = 9
+    r = dedup(rows, keeper=["-lines_changed"])
+    ids = make_item_table(rows)["id"].to_pylist()
+    assert r.counts["kept"] == 1
+    assert set(r.removed["keeper_id"]) == {ids[1]}
+    assert (r.removed["j"] >= 0.8).all()
+
+
+def test_two_one_line_edits_of_one_commit_and_file_never_merge():
+    """Real history: a commit whose subject and path dominate its small hunks."""
+    common = dict(
+        repo="attrs/attrs",
+        change="6f2b1c0",
+        path="src/attr/_make.py",
+        comment="Implement auto_detect for attr.s: detect eq, order and hash methods that "
+        "the user wrote in the class body, and use them instead of generating",
+    )
+    rows = [
+        dict(common, before="", after="        auto_detect=False,"),
+        dict(common, before="    eq = True", after="    eq = default_eq"),
+    ]
+    assert dedup(rows).counts["removed"] == 0
+    # what the old default (path and comment shingled too) did to them
+    assert dedup(rows, fields=["path", "before", "after", "comment"]).counts["removed"] == 1
+
+
+def _brute_jaccard(rows, fields=("before", "after")):
+    sets = [item_shingles({"path": "a.py", **r}, list(fields), 5) for r in rows]
+    return lambda i, k: len(sets[i] & sets[k]) / max(len(sets[i] | sets[k]), 1)
+
+
+def test_every_removed_item_is_near_its_keeper_and_no_two_kept_items_are():
+    """A templated family with drift: stars over exact J, checked against brute force."""
+    rnd = random.Random(7)
+    lines = [f"    value_{k} = compute_{k}(alpha, beta, gamma)" for k in range(12)]
+    rows = []
+    for i in range(60):
+        body = list(lines)
+        for _ in range(rnd.randint(0, 4)):  # drift: each item changes a few lines
+            body[rnd.randrange(12)] = f"    other_{rnd.randrange(99)} = g(x)"
+        rows.append(dict(before="\n".join(body), after="", comment="c", change=str(i)))
+    r = dedup(rows, bucket_cap=4)  # force the oversized-bucket scan
+    ids = make_item_table(rows)["id"].to_pylist()
+    pos = {x: k for k, x in enumerate(ids)}
+    jac = _brute_jaccard(rows)
+    for rid, kid, j in r.removed.select(pl.col("_row"), "keeper_id", "j").iter_rows():
+        assert j >= 0.8 and jac(rid, pos[kid]) == pytest.approx(j)
+    kept = sorted(set(range(len(rows))) - set(r.removed["_row"]))
+    above = [(a, b) for a in kept for b in kept if a < b and jac(a, b) >= 0.8]
+    assert above == [] and r.counts["removed"] > 10
 
 
 def make_run(tmp_path: Path, table: pa.Table, name: str = "t"):

@@ -27,6 +27,18 @@ def test_sweep_counts_pairs_clusters_and_items_removed_per_threshold():
     assert t["p_candidate"][1] == pytest.approx(0.997, abs=1e-3)
 
 
+def test_sweep_with_the_keeper_rank_clusters_into_stars_as_the_stage_does():
+    # chain a - b - c at 0.5: ranked a, b, c, the star of a takes b; c keeps
+    rank = pl.DataFrame({"rep": ["a", "b", "c", "d", "e"], "pos": [0, 1, 2, 3, 4]})
+    t = T.sweep(EDGES, T.rep_weights(CLUSTERS), 10, [0.5], rank=rank)
+    assert t.select("clusters", "items_removed").rows() == [(2, 4)]  # {a(3), b}, {d, e}
+    # ranked b first: b's star takes a (and a's two copies) and c
+    rank_b = rank.with_columns(pos=pl.Series([1, 0, 2, 3, 4]))
+    assert T.sweep(EDGES, T.rep_weights(CLUSTERS), 10, [0.5], rank=rank_b)[
+        "items_removed"
+    ].to_list() == [5]
+
+
 def test_labelled_pairs_give_precision_recall_and_the_best_threshold():
     labels = pl.DataFrame(
         {

@@ -1,9 +1,14 @@
-"""Banding: candidate pairs from signatures, with oversized buckets reported, not expanded.
+"""Banding: candidate pairs from signatures; oversized buckets scanned, not skipped.
 
 Each band of `rows` signature slots is hashed to 64 bits; items sharing a band hash in some
-band are candidates. A bucket with more than `cap` items is templated text: expanding it would
-cost O(k^2) pairs (37M pairs and 9 GB on a 1M-item config corpus, measured), so it is
-returned as a finding instead. Bands run in parallel threads (the kernels release the GIL).
+band are candidates. A bucket with more than `cap` items is templated text: expanding it to
+all its pairs would cost O(k^2) pairs to verify (37M pairs and 9 GB on a 1M-item config
+corpus, measured). Skipping it loses exactly the edges a ranked-keeper star needs (recall 0.38
+on a corpus of templated families), so such a bucket is scanned instead: every pair in it is
+compared on its signatures, only in the first band the two items share (so a family sharing
+all 32 bands is scanned once), and only pairs whose estimated Jaccard reaches `scan_floor` are
+candidates. A bucket over `max_bucket` items is the one thing still skipped, and it is counted
+with the pairs it may hide. Bands run in parallel threads (the kernels release the GIL).
 """
 
 from __future__ import annotations
@@ -40,14 +45,15 @@ def band_keys(sig, idx, b0, b1, rows):
 
 
 @nb.njit(nogil=True, cache=True)
-def _band_pairs(key, order, idx, cap, nsample):
-    """Pairs (lo << 32 | hi) of items sharing a key; buckets over `cap` as (key, size, sample).
+def _band_pairs(key, order, idx, cap):
+    """Pairs (lo << 32 | hi) of items sharing a key; buckets over `cap` as (key, members).
 
-    `order` sorts `key`; item k of the band is idx[k].
+    `order` sorts `key`; item k of the band is idx[k]. Members of a big bucket are sorted.
     """
     n = key.shape[0]
     npairs = 0
     nbig = 0
+    nmembers = 0
     s = 0
     while s < n:
         e = s + 1
@@ -56,13 +62,14 @@ def _band_pairs(key, order, idx, cap, nsample):
         k = e - s
         if k > cap:
             nbig += 1
+            nmembers += k
         elif k > 1:
             npairs += k * (k - 1) // 2
         s = e
     pairs = np.empty(npairs, dtype=np.uint64)
     big_key = np.empty(nbig, dtype=np.uint64)
-    big_size = np.empty(nbig, dtype=np.int64)
-    big_sample = np.full((nbig, nsample), -1, dtype=np.int64)
+    big_offsets = np.zeros(nbig + 1, dtype=np.int64)
+    big_members = np.empty(nmembers, dtype=np.int64)
     w = 0
     g = 0
     s = 0
@@ -73,10 +80,9 @@ def _band_pairs(key, order, idx, cap, nsample):
         k = e - s
         if k > cap:
             big_key[g] = key[order[s]]
-            big_size[g] = k
-            members = np.sort(idx[order[s:e]])  # stable sample: the smallest indices
-            for t in range(min(nsample, k)):
-                big_sample[g, t] = members[t]
+            o = big_offsets[g]
+            big_members[o : o + k] = np.sort(idx[order[s:e]])
+            big_offsets[g + 1] = o + k
             g += 1
         elif k > 1:
             for x in range(s, e):
@@ -87,7 +93,59 @@ def _band_pairs(key, order, idx, cap, nsample):
                     pairs[w] = (np.uint64(p) << np.uint64(32)) | np.uint64(q)
                     w += 1
         s = e
-    return pairs, big_key, big_size, big_sample
+    return pairs, big_key, big_offsets, big_members
+
+
+@nb.njit(nogil=True, cache=True)
+def _shares_band(sig, p, q, bands, rows):
+    """Whether p and q agree on every slot of one of the bands 0..bands-1."""
+    for band in range(bands):
+        same = True
+        for r in range(band * rows, (band + 1) * rows):
+            if sig[p, r] != sig[q, r]:
+                same = False
+                break
+        if same:
+            return True
+    return False
+
+
+@nb.njit(nogil=True, cache=True)
+def scan_bucket(sig, members, band, rows, min_equal):
+    """Pairs (lo << 32 | hi) of a big bucket's members with at least `min_equal` equal slots,
+    skipping pairs that share an earlier band (that band's bucket found or scanned them).
+
+    A pair stops being compared once it has too many unequal slots, so a bucket of unrelated
+    items costs far less than one of near-identical ones. Returns (pairs, pairs compared).
+    """
+    k = members.shape[0]
+    p_slots = sig.shape[1]
+    budget = p_slots - min_equal  # unequal slots a pair may have and still qualify
+    out = np.empty(1024, dtype=np.uint64)
+    w = 0
+    compared = 0
+    for x in range(k):
+        p = members[x]
+        for y in range(x + 1, k):
+            q = members[y]
+            if band > 0 and _shares_band(sig, p, q, band, rows):
+                continue
+            compared += 1
+            miss = 0
+            for s in range(p_slots):
+                if sig[p, s] != sig[q, s]:
+                    miss += 1
+                    if miss > budget:
+                        break
+            if miss <= budget:
+                if w == out.shape[0]:
+                    grown = np.empty(2 * w, dtype=np.uint64)
+                    grown[:w] = out
+                    out = grown
+                lo, hi = (p, q) if p < q else (q, p)
+                out[w] = (np.uint64(lo) << np.uint64(32)) | np.uint64(hi)
+                w += 1
+    return out[:w], compared
 
 
 @dataclass
@@ -95,10 +153,20 @@ class Candidates:
     a: np.ndarray  # int64 item index, a < b, unique pairs sorted by (a, b)
     b: np.ndarray
     raw_pairs: int  # before removing pairs found in several bands
-    big_band: np.ndarray  # oversized buckets: band, key, size, sample item indices
+    big_band: np.ndarray  # buckets over the cap: band, key, size, sample item indices,
     big_key: np.ndarray
     big_size: np.ndarray
     big_sample: np.ndarray
+    big_scanned: np.ndarray  # bool: scanned pairwise (False: over max_bucket, skipped)
+    big_compared: np.ndarray  # pairs compared on signatures in that bucket
+    big_found: np.ndarray  # pairs found there (estimated J >= scan_floor)
+
+    @property
+    def skipped_pairs(self) -> int:
+        """Pairs inside skipped buckets that no comparison looked at (an upper bound on the
+        near-duplicate pairs the skip may hide)."""
+        k = self.big_size[~self.big_scanned]
+        return int((k * (k - 1) // 2).sum())
 
 
 def candidates(
@@ -109,30 +177,53 @@ def candidates(
     cap: int,
     nsample: int = 5,
     threads: int = 2,
+    scan_floor: float = 0.7,
+    max_bucket: int = 20_000,
 ) -> Candidates:
-    """Candidate pairs among the items idx (rows of sig); band keys are made 8 bands at a time."""
+    """Candidate pairs among the items idx (rows of sig); band keys are made 8 bands at a time.
+
+    Buckets over `cap` are scanned pairwise on signatures (pairs with estimated J >=
+    scan_floor are candidates); buckets over `max_bucket` are skipped and reported.
+    """
     idx = np.ascontiguousarray(idx, dtype=np.int64)
+    min_equal = int(np.ceil(scan_floor * sig.shape[1] - 1e-9)) if sig.ndim == 2 else 0
     parts = []
     with ThreadPoolExecutor(max(1, threads)) as ex:
         for b0 in range(0, bands, 8):  # 8 bands of keys at a time: 64 MB per 1M items
             keys = band_keys(sig, idx, b0, min(b0 + 8, bands), rows)
 
             def one(k: int, keys=keys):
-                return _band_pairs(keys[k], np.argsort(keys[k]), idx, cap, nsample)
+                return _band_pairs(keys[k], np.argsort(keys[k]), idx, cap)
 
             parts += list(ex.map(one, range(keys.shape[0])))
-    e = np.empty(0, np.uint64)
-    empty = _band_pairs(e, np.empty(0, np.int64), idx[:0], cap, nsample)
-    parts = parts or [empty]
-    raw = np.concatenate([p[0] for p in parts])
+        big = [  # (band, key, members) of every bucket over the cap, in band order
+            (band, p[1][g], p[3][p[2][g] : p[2][g + 1]])
+            for band, p in enumerate(parts)
+            for g in range(len(p[1]))
+        ]
+
+        def scan(b: tuple[int, np.uint64, np.ndarray]) -> tuple[np.ndarray, int]:
+            band, _, members = b
+            if len(members) > max_bucket:
+                return np.empty(0, np.uint64), 0
+            return scan_bucket(sig, members, band, rows, min_equal)
+
+        scanned = list(ex.map(scan, big))
+    pair_parts = [p[0] for p in parts] + [s[0] for s in scanned]
+    raw = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.uint64)
     uniq = np.unique(raw)
-    del raw
+    sample = np.full((len(big), nsample), -1, dtype=np.int64)
+    for g, (_, _, members) in enumerate(big):
+        sample[g, : min(nsample, len(members))] = members[:nsample]
     return Candidates(
         a=(uniq >> np.uint64(32)).astype(np.int64),
         b=(uniq & np.uint64(0xFFFFFFFF)).astype(np.int64),
-        raw_pairs=sum(len(p[0]) for p in parts),
-        big_band=np.concatenate([np.full(len(p[1]), b, np.int32) for b, p in enumerate(parts)]),
-        big_key=np.concatenate([p[1] for p in parts]),
-        big_size=np.concatenate([p[2] for p in parts]),
-        big_sample=np.concatenate([p[3] for p in parts]),
+        raw_pairs=int(len(raw)),
+        big_band=np.array([b for b, _, _ in big], dtype=np.int32),
+        big_key=np.array([k for _, k, _ in big], dtype=np.uint64),
+        big_size=np.array([len(m) for _, _, m in big], dtype=np.int64),
+        big_sample=sample,
+        big_scanned=np.array([len(m) <= max_bucket for _, _, m in big], dtype=bool),
+        big_compared=np.array([c for _, c in scanned], dtype=np.int64),
+        big_found=np.array([len(p) for p, _ in scanned], dtype=np.int64),
     )

@@ -4,11 +4,15 @@
    form one exact group (a blank item -- every field whitespace only -- matches only its own
    id). Only the best-ranked row of each group (its representative) goes on.
 2. Near duplicates: MinHash (datasketch affine32 semantics) over field-tagged shingles,
-   banding into candidate pairs, each pair verified once by exact Jaccard of the shingle sets.
-   Verified edges at or above `threshold` join clusters (connected components); edges down to
-   `edge_floor` are kept in edges.parquet for `editcurate tune`.
-3. Each cluster keeps one item, chosen by `keeper` rank (never input order); every other
-   member goes to removed.parquet with its keeper_id and exact Jaccard j to the keeper.
+   banding into candidate pairs (buckets over `bucket_cap` scanned on signatures, see lsh.py),
+   each pair verified once by exact Jaccard of the shingle sets. Edges down to `edge_floor`
+   are kept in edges.parquet for `editcurate tune`.
+3. Clusters are ranked-keeper stars over the verified edges at or above `threshold`
+   (clusters.py): best-ranked first (`keeper` rank, never input order), an unclaimed item
+   keeps and removes its unclaimed neighbours. Every removed item is within the threshold of
+   its own keeper (removed.parquet: keeper_id, exact j), and no two kept items share a found
+   edge at or above it (counted as kept_pairs_above_threshold, always 0). The connected
+   component of each cluster is recorded too (component_id) so export keeps it whole.
 
 Rows are processed in (id, source, source_ref) order and every output is sorted by a stable
 key, so shuffling the input changes no output byte.
@@ -57,8 +61,9 @@ EDGE_SCHEMA = pa.schema(
 CLUSTER_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
-        ("cluster_id", pa.int64()),
-        ("size", pa.int64()),
+        ("cluster_id", pa.int64()),  # the star: one keeper and the items it removed
+        ("component_id", pa.int64()),  # connected component of edges >= threshold (splits)
+        ("size", pa.int64()),  # rows in the star
         ("is_keeper", pa.bool_()),
         ("keeper_id", pa.string()),
         ("j_to_keeper", pa.float64()),
@@ -71,6 +76,9 @@ OVERSIZED_SCHEMA = pa.schema(
         ("band", pa.int32()),
         ("bucket", pa.uint64()),
         ("size", pa.int64()),
+        ("scanned", pa.bool_()),  # False: over max_bucket, skipped (its pairs unverified)
+        ("compared", pa.int64()),  # pairs compared on signatures (first shared band only)
+        ("found", pa.int64()),  # pairs with estimated J >= scan_floor, then verified
         ("sample_ids", pa.list_(pa.string())),
     ]
 )
@@ -104,6 +112,8 @@ def check_config(d: DedupConfig) -> None:
         bad(f"bands x rows = {d.bands} x {d.rows}: must be >= 1 and fit in num_perm {d.num_perm}")
     if d.bucket_cap < 2:
         bad(f"bucket_cap = {d.bucket_cap}: must be >= 2")
+    if d.max_bucket < d.bucket_cap:
+        bad(f"max_bucket = {d.max_bucket}: must be >= bucket_cap ({d.bucket_cap})")
     if d.batch_size < 1:
         bad(f"batch_size = {d.batch_size}: must be >= 1")
     for k in d.keeper:
@@ -112,6 +122,14 @@ def check_config(d: DedupConfig) -> None:
 
 
 # ------------------------------------------------------------------------ pure part
+
+SCAN_MARGIN = 0.1  # a big bucket's pairs are verified from estimated J >= threshold - this
+
+
+def scan_floor(d: DedupConfig) -> float:
+    """Estimated J at which a pair in an oversized bucket becomes a candidate: 4 standard
+    deviations of the 256-slot estimate below the threshold, so recall is kept."""
+    return max(0.0, d.threshold - SCAN_MARGIN)
 
 
 @dataclass
@@ -230,7 +248,16 @@ def find_duplicates(
     eligible = np.flatnonzero((nshingles > 0) & ~reps["_blank"].to_numpy())
 
     threads = nb.get_num_threads()
-    cand = candidates(sig, eligible, d.bands, d.rows, d.bucket_cap, threads=threads)
+    cand = candidates(
+        sig,
+        eligible,
+        d.bands,
+        d.rows,
+        d.bucket_cap,
+        threads=threads,
+        scan_floor=scan_floor(d),
+        max_bucket=d.max_bucket,
+    )
     exact_j = C.exact_jaccard(offsets, values, cand.a, cand.b)
     est_j = C.est_jaccard(sig, cand.a, cand.b)
     del sig
@@ -247,38 +274,57 @@ def find_duplicates(
         },
         schema={"a": pl.String, "b": pl.String, "est_j": pl.Float64, "exact_j": pl.Float64},
     )
-    rep_label = C.components(nrep, cand.a[near], cand.b[near])
+    na, nb_, nj = cand.a[near], cand.b[near], exact_j[near]
+    rank_cols = [f"_rank{k}" for k in range(len(desc))]
+    order = (
+        reps.select(rank_cols)
+        .with_row_index("_r")
+        .sort(rank_cols, descending=desc, nulls_last=True, maintain_order=True)["_r"]
+        .to_numpy()
+        .astype(np.int64)
+    )
+    keeper_rep, j_rep = C.stars(order, na, nb_, nj)
+    comp_rep = C.components(nrep, na, nb_)
+    kept_pairs_above = int(((keeper_rep[na] == na) & (keeper_rep[nb_] == nb_)).sum())
 
-    # Clusters over all rows: rows whose representatives are connected.
-    w = w.with_columns(_cluster=pl.Series(rep_label[rep_index[group]], dtype=pl.Int64))
-    w = w.with_columns(_size=pl.len().over("_cluster"))
-    multi = C.sort_best(w.filter(pl.col("_size") > 1), "_cluster", desc)
+    # Per row: its star (the keeper's representative) and its component, through its rep.
+    row_rep = rep_index[group]
+    w = w.with_columns(
+        _cluster=pl.Series(keeper_rep[row_rep], dtype=pl.Int64),
+        _component=pl.Series(comp_rep[row_rep], dtype=pl.Int64),
+        _j=pl.Series(j_rep[row_rep], dtype=pl.Float64),
+    )
+    w = w.with_columns(_size=pl.len().over("_cluster"), _csize=pl.len().over("_component"))
+    # Rows in a component of two or more: every star member, and keepers whose component
+    # holds other stars (export keeps a component in one split).
+    multi = C.sort_best(w.filter(pl.col("_csize") > 1), "_cluster", desc)
     multi = multi.with_columns(
         _is_keeper=pl.col("_pos") == pl.col("_pos").first().over("_cluster"),
         _keeper_pos=pl.col("_pos").first().over("_cluster"),
         keeper_id=pl.col("id").first().over("_cluster"),
-        _keeper_rep=pl.col("_rep").first().over("_cluster"),
+        _comp_pos=pl.col("_pos").min().over("_component"),
     )
-    j = C.exact_jaccard(offsets, values, multi["_rep"].to_numpy(), multi["_keeper_rep"].to_numpy())
     multi = multi.with_columns(
-        j_to_keeper=pl.when(pl.col("_rep") == pl.col("_keeper_rep"))
-        .then(1.0)
-        .otherwise(pl.Series(j, dtype=pl.Float64)),
+        j_to_keeper=pl.when(pl.col("_rep") == pl.col("_cluster")).then(1.0).otherwise("_j"),
         kind=pl.when(pl.col("_is_keeper"))
         .then(pl.lit("keeper"))
-        .when(pl.col("_rep") != pl.col("_keeper_rep"))
+        .when(pl.col("_rep") != pl.col("_cluster"))
         .then(pl.lit("near"))
         .when(pl.col("id") == pl.col("keeper_id"))
         .then(pl.lit("same_id"))
         .otherwise(pl.lit("same_content")),
     )
     cluster_num = multi.select(pl.col("_keeper_pos").unique().sort()).with_row_index("cluster_id")
-    multi = multi.join(cluster_num, on="_keeper_pos", how="left").sort(
-        ["cluster_id", "_is_keeper", "_pos"], descending=[False, True, False]
+    comp_num = multi.select(pl.col("_comp_pos").unique().sort()).with_row_index("component_id")
+    multi = (
+        multi.join(cluster_num, on="_keeper_pos", how="left")
+        .join(comp_num, on="_comp_pos", how="left")
+        .sort(["cluster_id", "_is_keeper", "_pos"], descending=[False, True, False])
     )
     clusters = multi.select(
         "id",
         pl.col("cluster_id").cast(pl.Int64),
+        pl.col("component_id").cast(pl.Int64),
         pl.col("_size").cast(pl.Int64).alias("size"),
         pl.col("_is_keeper").alias("is_keeper"),
         "keeper_id",
@@ -301,12 +347,18 @@ def find_duplicates(
             "band": cand.big_band,
             "bucket": cand.big_key,
             "size": cand.big_size,
+            "scanned": cand.big_scanned,
+            "compared": cand.big_compared,
+            "found": cand.big_found,
             "sample_ids": samples,
         },
         schema={
             "band": pl.Int32,
             "bucket": pl.UInt64,
             "size": pl.Int64,
+            "scanned": pl.Boolean,
+            "compared": pl.Int64,
+            "found": pl.Int64,
             "sample_ids": pl.List(pl.String),
         },
     ).sort(["band", "bucket"])
@@ -321,13 +373,18 @@ def find_duplicates(
         "removed_near": int(by_kind.get("near", 0)),
         "exact_groups": nrep,
         "no_shingles": int(nrep - len(eligible)),
-        "clusters": int(cluster_num.height),
+        "clusters": int(multi.filter(pl.col("_size") > 1)["cluster_id"].n_unique()),
+        "components": int(comp_num.height),
+        "kept_pairs_above_threshold": kept_pairs_above,
         "candidate_pairs": int(len(cand.a)),
         "band_pairs": int(cand.raw_pairs),
         "edges": edges.height,
         "near_edges": int(near.sum()),
         "oversized_buckets": oversized.height,
         "oversized_items": int(oversized["size"].sum()) if oversized.height else 0,
+        "oversized_pairs_compared": int(cand.big_compared.sum()),
+        "oversized_skipped": int((~cand.big_scanned).sum()),
+        "oversized_skipped_pairs": cand.skipped_pairs,
         "p_candidate_at_threshold": round(p_candidate(d.threshold, d.bands, d.rows), 6),
     }
     return DedupResult(kept_rows, removed, clusters, edges, oversized, counts)
@@ -421,11 +478,15 @@ def print_summary(m: dict[str, Any] | None) -> None:
         ("removed: same content", "removed_same_content"),
         ("removed: near duplicate", "removed_near"),
         ("clusters (size >= 2)", "clusters"),
+        ("components holding them", "components"),
+        ("kept pairs >= threshold (found)", "kept_pairs_above_threshold"),
         ("candidate pairs (verified)", "candidate_pairs"),
         ("edges >= edge_floor", "edges"),
         ("edges >= threshold", "near_edges"),
         ("items with no shingles", "no_shingles"),
-        ("oversized buckets (not expanded)", "oversized_buckets"),
+        ("buckets over bucket_cap (scanned)", "oversized_buckets"),
+        ("  pairs compared in them", "oversized_pairs_compared"),
+        ("  skipped (over max_bucket)", "oversized_skipped"),
     ):
         t.add_row(label, str(c.get(key, 0)))
     console.print(t)
@@ -435,7 +496,14 @@ def print_summary(m: dict[str, Any] | None) -> None:
             f"J={j:.2f}: {p_candidate(j, b, r):.3f}" for j in sorted({0.5, 0.7, th, 0.9})
         )
         console.print(f"dedup: {b} bands x {r} rows; P(candidate | J) {curve}")
+    if c.get("oversized_skipped"):
+        console.print(
+            f"[yellow]dedup: {c['oversized_skipped']} bucket(s) over max_bucket were skipped: "
+            f"up to {c['oversized_skipped_pairs']} pairs unverified (recall may be lost; "
+            "raise dedup.max_bucket)"
+        )
     console.print(
         f"dedup: {c['items_in']} items -> {c['kept']} kept, {c['removed']} removed "
-        f"at threshold {band.get('threshold', '?')}"
+        f"at threshold {band.get('threshold', '?')}; kept pairs at or above it among those "
+        f"found: {c.get('kept_pairs_above_threshold', 0)}"
     )

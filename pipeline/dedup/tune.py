@@ -2,7 +2,8 @@
 
 The dedup stage keeps every verified pair down to `edge_floor` (default 0.5) in edges.parquet,
 so a sweep over thresholds needs no new signatures: at threshold t the duplicate graph is the
-edges with exact_j >= t plus the exact groups (clusters.parquet `exact_of`). Edges come from
+edges with exact_j >= t plus the exact groups (clusters.parquet `exact_of`), clustered into
+ranked-keeper stars as the stage does (keeper rank from filter/kept.parquet). Edges come from
 banding tuned for the stage's threshold, so the counts below it are lower bounds: the table
 shows P(candidate | J = t) next to each row to say how complete each one is.
 A shingle-size sweep re-scores the same pairs with other n-grams (exact Jaccard, not MinHash).
@@ -55,14 +56,40 @@ def _graph(edges: pl.DataFrame) -> tuple[pl.Series, np.ndarray, np.ndarray]:
     return nodes, a.to_numpy(), b.to_numpy()
 
 
-def components_at(edges: pl.DataFrame, t: float) -> pl.DataFrame:
-    """(rep, comp) for every rep touched by an edge with exact_j >= t."""
+def clusters_at(edges: pl.DataFrame, t: float, rank: pl.DataFrame | None = None) -> pl.DataFrame:
+    """(rep, comp) for every rep touched by an edge with exact_j >= t: its star's keeper
+    when `rank` (rep, pos: best-ranked first) is given, else its connected component."""
     e = edges.filter(pl.col("exact_j") >= t)
     if e.is_empty():
         return pl.DataFrame(schema={"rep": pl.String, "comp": pl.String})
     nodes, a, b = _graph(e)
-    label = C.components(len(nodes), a, b)
+    if rank is None:
+        label = C.components(len(nodes), a, b)
+    else:
+        pos = pl.DataFrame({"rep": nodes}).join(rank, on="rep", how="left", maintain_order="left")
+        order = np.lexsort((np.arange(len(nodes)), pos["pos"].fill_null(1 << 62).to_numpy()))
+        label, _ = C.stars(order.astype(np.int64), a, b, e["exact_j"].to_numpy())
     return pl.DataFrame({"rep": nodes, "comp": nodes.gather(label)})
+
+
+def keeper_rank(run_dir: Path, ids: pl.Series, keeper: list[str]) -> pl.DataFrame | None:
+    """(rep, pos): the dedup keeper rank of the given ids, from filter/kept.parquet."""
+    src = run_dir / "filter" / "kept.parquet"
+    if not src.exists():
+        return None
+    cols = list(dict.fromkeys(c for k in keeper for c in C.RANK_COLUMNS[k.lstrip("-")]))
+    df = (
+        pl.scan_parquet(src)
+        .select(list(dict.fromkeys([*C.TIE_BREAK, *cols])))
+        .filter(pl.col("id").is_in(ids.implode()))
+        .collect()
+    )
+    exprs, desc = C.rank_exprs(keeper)
+    ranked = df.with_columns(exprs).sort(
+        [f"_rank{k}" for k in range(len(desc))], descending=desc, nulls_last=True
+    )
+    ranked = ranked.unique("id", keep="first", maintain_order=True)
+    return ranked.select(pl.col("id").alias("rep"), pl.int_range(pl.len()).alias("pos"))
 
 
 def sweep(
@@ -72,11 +99,12 @@ def sweep(
     thresholds: list[float],
     bands: int = 32,
     rows: int = 8,
+    rank: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """threshold -> duplicate pairs, clusters, items removed, share removed, P(candidate)."""
     out = []
     for t in thresholds:
-        comp = components_at(edges, t).join(weights, on="rep", how="left").fill_null(1)
+        comp = clusters_at(edges, t, rank).join(weights, on="rep", how="left").fill_null(1)
         per = comp.group_by("comp").agg(pl.col("weight").sum())
         untouched = weights.join(comp.select("rep"), on="rep", how="anti")
         removed = int((per["weight"] - 1).sum() or 0) + int((untouched["weight"] - 1).sum() or 0)
@@ -84,7 +112,7 @@ def sweep(
             {
                 "threshold": round(t, 4),
                 "pairs": int((edges["exact_j"] >= t).sum()),
-                "clusters": per.height + untouched.height,
+                "clusters": per.filter(pl.col("weight") > 1).height + untouched.height,
                 "items_removed": removed,
                 "share_removed": removed / n_items if n_items else 0.0,
                 "p_candidate": p_candidate(t, bands, rows),
@@ -94,11 +122,15 @@ def sweep(
 
 
 def same_cluster(
-    edges: pl.DataFrame, clusters: pl.DataFrame, pairs: pl.DataFrame, t: float
+    edges: pl.DataFrame,
+    clusters: pl.DataFrame,
+    pairs: pl.DataFrame,
+    t: float,
+    rank: pl.DataFrame | None = None,
 ) -> pl.Series:
     """For each (id_a, id_b) in pairs: would dedup at threshold t put them in one cluster?"""
     exact = clusters.select("id", "exact_of").unique("id")
-    comp = components_at(edges, t)
+    comp = clusters_at(edges, t, rank)
 
     def cluster_of(col: str) -> pl.Series:
         df = pairs.select(pl.col(col).alias("id")).join(exact, on="id", how="left")
@@ -110,13 +142,17 @@ def same_cluster(
 
 
 def precision_recall(
-    edges: pl.DataFrame, clusters: pl.DataFrame, labels: pl.DataFrame, thresholds: list[float]
+    edges: pl.DataFrame,
+    clusters: pl.DataFrame,
+    labels: pl.DataFrame,
+    thresholds: list[float],
+    rank: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Precision, recall and F1 of "same cluster" against labelled pairs, per threshold."""
     truth = labels["is_duplicate"]
     rows = []
     for t in thresholds:
-        pred = same_cluster(edges, clusters, labels, t)
+        pred = same_cluster(edges, clusters, labels, t, rank)
         tp = int((pred & truth).sum())
         fp = int((pred & ~truth).sum())
         fn = int((~pred & truth).sum())
@@ -239,6 +275,7 @@ def tune(
         )
     thresholds = grid(base, step)
     weights = rep_weights(clusters)
+    rank = keeper_rank(run_dir, pl.concat([edges["a"], edges["b"]]).unique(), list(d.keeper))
     n_items = int(m["counts"]["items_in"])
     out = run_dir / "tune"
     out.mkdir(parents=True, exist_ok=True)
@@ -251,13 +288,15 @@ def tune(
                 scored[n] = rescore(edges, items, d, n)
     for n, e in sorted(scored.items()):
         tables.append(
-            sweep(e, weights, n_items, thresholds, d.bands, d.rows).with_columns(ngram=pl.lit(n))
+            sweep(e, weights, n_items, thresholds, d.bands, d.rows, rank).with_columns(
+                ngram=pl.lit(n)
+            )
         )
     table = pl.concat(tables).select("ngram", pl.exclude("ngram"))
     table.write_csv(out / "sweep.csv")
     pr = None
     if labels is not None:
-        pr = precision_recall(edges, clusters, read_labels(labels), thresholds)
+        pr = precision_recall(edges, clusters, read_labels(labels), thresholds, rank)
         pr.write_csv(out / "labels_pr.csv")
     plot(table.filter(pl.col("ngram") == d.ngram), d.threshold, out / "sweep.png", pr)
     border = borderline(edges, d.threshold, k)
