@@ -1,9 +1,12 @@
 """The export stage: shapes/kept.parquet -> train / validation / test, Parquet and a HF dataset.
 
 Splits go by whole group, never by item. An item's group is the connected component of:
-its id (exact duplicates share one), its dedup cluster, its shape group at `export.scope`
+its id (exact duplicates share one), its dedup component (the connected component of
+near-duplicate edges, wider than the star that chose its keeper), its shape group at
+`export.scope`, its normalised edit (shapes' corpus-wide `edit` scope: the same before and
+after once digits, versions, hashes and whitespace are normalised, in any file or repository)
 and, with split_by = "repo", its repository. So a version bump in validation never has its
-twin in train.
+twin in train, and no normalised edit appears in two splits.
 
 Split rules (export.split_by):
 - ratio: groups in a seeded order (sha256 of seed and the group's smallest id) are laid end
@@ -50,7 +53,8 @@ from pipeline.verify import cross_split_groups
 STAGE = "export"
 SPLITS = ("train", "validation", "test")
 SPLIT_BY = ("ratio", "repo", "time")
-SCOPES = ("change", "repo", "corpus", "none")
+SCOPES = ("change", "repo", "corpus", "edit", "none")
+EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
 FORMATS = ("plain", "sft")
 INPUTS = {
     "shapes/kept.parquet": ("shapes", "kept.parquet"),
@@ -90,19 +94,26 @@ def cutoff(after: str) -> datetime:
 # ------------------------------------------------------------------------ pure part
 
 
+def _component_col(clusters: pl.DataFrame) -> str:
+    """Dedup's connected component (runs before stars had none: the cluster)."""
+    return "component_id" if "component_id" in clusters.columns else "cluster_id"
+
+
 def groupings(
     items: pl.DataFrame, clusters: pl.DataFrame, shapes: pl.DataFrame, e: ExportConfig
 ) -> list[tuple[str, pl.DataFrame]]:
     """(name, id/key frame) of every relation that must not cross a split."""
     out = [("id", items.select("id", pl.col("id").alias("key")))]
+    comp = _component_col(clusters)
     out.append(
-        ("dedup cluster", clusters.select("id", pl.col("cluster_id").cast(pl.String).alias("key")))
+        ("dedup component", clusters.select("id", pl.col(comp).cast(pl.String).alias("key")))
     )
-    if e.scope != "none":
-        s = shapes.filter(pl.col("scope") == e.scope)
+    scopes = [e.scope] if e.scope not in ("none", EDIT_SCOPE) else []
+    for scope in [*scopes, EDIT_SCOPE]:
+        s = shapes.filter(pl.col("scope") == scope)
         out.append(
             (
-                f"shape group ({e.scope})",
+                f"shape group ({scope})" if scope != EDIT_SCOPE else "normalised edit",
                 s.select("id", pl.col("group_id").cast(pl.String).alias("key")),
             )
         )
@@ -226,7 +237,7 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
     sr.begin()
     table = pq.read_table(_path(cfg, "shapes/kept.parquet"))
     items = pl.from_arrow(table)
-    clusters = pl.read_parquet(_path(cfg, "dedup/clusters.parquet"), columns=["id", "cluster_id"])
+    clusters = pl.read_parquet(_path(cfg, "dedup/clusters.parquet"))
     shapes = pl.read_parquet(
         _path(cfg, "shapes/shapes.parquet"), columns=["id", "scope", "group_id"]
     )
@@ -264,7 +275,7 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
         },
         "leakage": {
             "splits": {s: f"{s}.parquet" for s in SPLITS},
-            "groupings": _manifest_groupings(e),
+            "groupings": _manifest_groupings(e, _component_col(clusters)),
         },
         "split_by": e.split_by,
         "split_rule": split_rule(e),
@@ -281,18 +292,19 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
     return counts
 
 
-def _manifest_groupings(e: ExportConfig) -> list[dict[str, str]]:
+def _manifest_groupings(e: ExportConfig, component: str) -> list[dict[str, str]]:
     out = [
         {"name": "id", "column": "id"},
-        {"name": "dedup cluster", "input": "../dedup/clusters.parquet", "key": "cluster_id"},
+        {"name": "dedup component", "input": "../dedup/clusters.parquet", "key": component},
     ]
-    if e.scope != "none":
+    scopes = [e.scope] if e.scope not in ("none", EDIT_SCOPE) else []
+    for scope in [*scopes, EDIT_SCOPE]:
         out.append(
             {
-                "name": f"shape group ({e.scope})",
+                "name": f"shape group ({scope})" if scope != EDIT_SCOPE else "normalised edit",
                 "input": "../shapes/shapes.parquet",
                 "key": "group_id",
-                "scope": e.scope,
+                "scope": scope,
             }
         )
     if e.split_by == "repo":
@@ -301,7 +313,8 @@ def _manifest_groupings(e: ExportConfig) -> list[dict[str, str]]:
 
 
 def split_rule(e: ExportConfig) -> str:
-    whole = "dedup clusters" + (f", shape groups at scope {e.scope}" if e.scope != "none" else "")
+    shape = f", shape groups at scope {e.scope}" if e.scope not in ("none", EDIT_SCOPE) else ""
+    whole = f"dedup components{shape}, normalised edits"
     r = "/".join(f"{x:g}" for x in e.ratios)
     if e.split_by == "time":
         return (

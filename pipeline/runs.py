@@ -208,8 +208,8 @@ STAGE_CODE = {
     "ingest": ("ingest", "schema.py"),
     "filter": ("filter",),
     "dedup": tuple(f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "stage")),
-    "shapes": ("shapes.py", "dedup/clusters.py"),
-    "export": ("export.py", "template.py", "dedup/clusters.py"),
+    "shapes": ("shapes", "dedup/clusters.py"),
+    "export": ("export.py", "template.py", "dedup/clusters.py", "shapes/normalise.py"),
     "smoke": ("train", "template.py"),
 }
 

@@ -1,0 +1,184 @@
+"""The shapes stage: dedup/kept.parquet -> shapes.parquet, kept / removed, by edit shape.
+
+Two items have the same edit shape when the lines their before -> after diff removes and adds
+are equal after normalisation (normalise.py). Such items (version bumps, pinned SHA bumps, one
+change made across many files) share almost no shingles, so dedup never sees them; batched
+together they can still blow up a training step, and split apart they leak. Groups
+(group.py) are written for every scope to shapes.parquet; `policy` acts on `scope`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.markup import escape
+from rich.table import Table
+
+from pipeline.config import Config, ShapesConfig
+from pipeline.console import console, progress
+from pipeline.runs import (
+    StageFailed,
+    StageRun,
+    code_version,
+    input_fingerprint,
+    require_output,
+    stage_fingerprint,
+    write_parquet,
+)
+from pipeline.shapes.group import POLICIES, SCOPES, ShapesResult, find_shapes
+
+STAGE = "shapes"
+PREV_STAGE, INPUT_FILE = "dedup", "kept.parquet"
+SHAPES_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("scope", pa.string()),  # change | repo | corpus | edit
+        ("shape_key", pa.string()),  # sha256 of the group's key: scope, where, shape ...
+        ("shape_text", pa.string()),  # "-removed" / "+added" normalised lines
+        ("digit_only", pa.bool_()),
+        ("group_id", pa.int64()),  # per scope, numbered in shape_key order
+        ("group_size", pa.int64()),
+    ]
+)
+REMOVED_EXTRA = [
+    ("reason", pa.string()),
+    ("scope", pa.string()),
+    ("group_id", pa.int64()),
+    ("keeper_id", pa.string()),
+]
+
+
+class ShapesFailed(StageFailed):
+    """The shapes stage cannot run: no dedup output, or a config it cannot use."""
+
+
+def check_config(s: ShapesConfig) -> None:
+    def bad(msg: str) -> None:
+        raise ShapesFailed(f"config: shapes.{msg}")
+
+    if s.policy not in POLICIES:
+        bad(f"policy = {s.policy!r}: use one of {', '.join(POLICIES)}")
+    if s.scope not in SCOPES:
+        bad(f"scope = {s.scope!r}: use one of {', '.join(SCOPES)}")
+    if s.cap_digit_only < 1 or s.cap_other < 1:
+        bad(f"cap_digit_only / cap_other = {s.cap_digit_only} / {s.cap_other}: must be >= 1")
+    if s.window < 1:
+        bad(f"window = {s.window}: must be >= 1")
+
+
+# ------------------------------------------------------------------------ stage I/O
+
+
+def input_path(cfg: Config) -> Path:
+    return cfg.run_dir / PREV_STAGE / INPUT_FILE
+
+
+def prepare(cfg: Config) -> StageRun:
+    check_config(cfg.shapes)
+    src = input_path(cfg)
+    require_output(src, PREV_STAGE, STAGE, ShapesFailed)
+    section_fp = cfg.fingerprint(STAGE) + ",".join(cfg.dedup.keeper)  # cap ranks as dedup
+    return StageRun(
+        run_dir=cfg.run_dir,
+        stage=STAGE,
+        fingerprint=stage_fingerprint(STAGE, section_fp, code_version(STAGE)),
+        config_fingerprint=cfg.fingerprint(),
+        inputs={f"{PREV_STAGE}/{INPUT_FILE}": input_fingerprint(src)},
+    )
+
+
+def _arrow(df: pl.DataFrame) -> pa.Table:
+    return df.to_arrow(compat_level=pl.CompatLevel.oldest())
+
+
+def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
+    s = cfg.shapes
+    sr.begin()
+    src = input_path(cfg)
+    table = pq.read_table(src)
+    with progress() as bar:
+        task = bar.add_task("shapes: line diffs", total=1)
+        res = find_shapes(pl.from_arrow(table), s, list(cfg.dedup.keeper))
+        bar.advance(task, 1)
+    write_outputs(table, res, s, sr)
+    sr.finish(
+        res.counts,
+        {
+            "conservation": {
+                "kind": "ids",
+                "input": f"../{PREV_STAGE}/{INPUT_FILE}",
+                "outputs": ["kept.parquet", "removed.parquet"],
+            },
+            "policy": s.policy,
+            "scope": s.scope,
+            "groups_by_size": res.by_size,
+            "largest": res.largest,
+        },
+    )
+    return res.counts
+
+
+def write_outputs(table: pa.Table, res: ShapesResult, s: ShapesConfig, sr: StageRun) -> None:
+    """kept (input order, or batch_order for spread), removed (input order), shapes."""
+    n = table.num_rows
+    keep = np.setdiff1d(np.arange(n, dtype=np.int64), res.removed["_row"].to_numpy())
+    kept = table
+    if s.policy == "annotate":
+        for c in res.annotations.columns[1:]:
+            kept = kept.append_column(c, res.annotations[c].to_arrow())
+    if s.policy == "spread":
+        kept = kept.append_column("batch_order", pa.array(res.batch_order, pa.int64()))
+        keep = np.argsort(res.batch_order, kind="stable")
+    write_parquet(kept.take(pa.array(keep, pa.int64())), sr.dir / "kept.parquet", sr.meta)
+    rem = table.take(pa.array(res.removed["_row"].to_numpy(), pa.int64()))
+    rem = rem.append_column("reason", pa.array(["edit_shape"] * rem.num_rows, pa.string()))
+    for name, typ in REMOVED_EXTRA[1:]:
+        rem = rem.append_column(name, res.removed[name].to_arrow().cast(typ))
+    write_parquet(rem, sr.dir / "removed.parquet", sr.meta)
+    shapes = _arrow(res.shapes.drop("_row")).cast(SHAPES_SCHEMA)
+    write_parquet(shapes, sr.dir / "shapes.parquet", sr.meta)
+    sr.record_output("kept.parquet", "items")
+    sr.record_output("removed.parquet", "terminal")
+    sr.record_output("shapes.parquet", "aux")
+
+
+def print_summary(m: dict[str, Any] | None) -> None:
+    """Groups by size per scope, the digit-only share, and the ten largest groups."""
+    if not m:
+        return
+    c = m["counts"]
+    t = Table(title="shapes: groups by size", title_justify="left")
+    t.add_column("size")
+    for scope in SCOPES:
+        t.add_column(scope, justify="right")
+    labels = ("1", "2", "3-4", "5-9", "10-49", "50+")
+    for label in labels:
+        t.add_row(label, *(str(m["groups_by_size"].get(sc, {}).get(label, 0)) for sc in SCOPES))
+    console.print(t)
+    big = Table(title=f"ten largest groups (scope {m['scope']})", title_justify="left")
+    for col in ("group", "size", "digit-only", "file", "shape", "example comment"):
+        big.add_column(col, justify="right" if col in ("group", "size") else "left")
+    for g in m["largest"]:
+        big.add_row(
+            str(g["group_id"]),
+            str(g["size"]),
+            "yes" if g["digit_only"] else "no",
+            escape(f"{g['repo']}:{g['path']}"),
+            escape(g["shape_text"].replace("\n", " | ")[:70]) or "(no changed lines)",
+            escape(g["comment"].replace("\n", " ")[:40]),
+        )
+    console.print(big)
+    console.print(
+        f"shapes ({m['policy']}, scope {m['scope']}): {c['items_in']} items, "
+        f"{c['digit_only']} digit-only ({100 * c['digit_only_share']:.1f}%); grouped items "
+        + ", ".join(
+            f"{sc} {c.get(f'grouped_items_{sc}', 0)} in {c.get(f'groups_{sc}', 0)}" for sc in SCOPES
+        )
+        + f"; {c['kept']} kept, {c['removed']} removed"
+        + (f", {c['spread_conflicts']} spread conflicts" if m["policy"] == "spread" else "")
+    )
