@@ -193,6 +193,34 @@ def verify(run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data
     console.print(f"[green]verify passed[/]: {run_dir}")
 
 
+@app.command()
+def why(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")],
+    ids: Annotated[list[str], typer.Argument(help="Item ids, or unique prefixes (8+ chars).")],
+    json_: Annotated[bool, typer.Option("--json", help="Print a JSON list instead.")] = False,
+) -> None:
+    """Every decision the run made about each item: filter, dedup, shape group, split.
+
+    Exits 1 when an id is unknown or a prefix ambiguous."""
+    import json
+
+    from rich.console import Console
+
+    from pipeline import why as why_mod
+
+    if not run_dir.is_dir():
+        _fail(f"{run_dir}: no such run folder")
+    results = why_mod.explain(run_dir, ids)
+    if json_:
+        typer.echo(json.dumps(results, indent=2, ensure_ascii=False))
+    else:
+        out = Console(soft_wrap=True, highlight=False, emoji=False, markup=False)
+        for line in why_mod.render(results):
+            out.print(line)
+    if why_mod.unresolved(results):
+        raise typer.Exit(1)
+
+
 @app.command("smoke-train")
 def smoke_train(
     run_dir: Annotated[Path, typer.Argument(help="A run folder with a finished shapes stage")],
