@@ -226,3 +226,29 @@ def test_verify_fails_when_a_group_spans_splits(sample_run: Path, tmp_path) -> N
         write_parquet(tables[s].to_arrow(), exp / f"{s}.parquet", {})
     problems, _ = verify_run(run)
     assert any("shape group (repo) groups span two or more splits" in p for p in problems)
+
+
+def test_the_same_edit_in_two_files_or_two_repos_lands_in_one_split() -> None:
+    """One commit made `attr()` -> `attr.ib()` in two test files, and another repository
+    made the same edit with other numbers: wherever the seed deals them, one split."""
+    from pipeline.config import ShapesConfig
+    from pipeline.shapes import group_shapes
+    from tests.conftest import make_item_table
+
+    twins = [
+        dict(repo="attrs/attrs", change="c1", path="tests/test_make.py", before="x = attr(1)"),
+        dict(repo="attrs/attrs", change="c1", path="tests/test_dark.py", before="  x = attr(1)"),
+        dict(repo="other/lib", change="9", path="lib/m.py", before="x = attr(7)"),
+    ]
+    twins = [{**t, "after": t["before"].replace("attr(", "attr.ib(")} for t in twins]
+    filler = [
+        dict(repo=f"r/{k % 4}", change=str(k), path=f"f{k}.py", before="a" * k, after="b" * k)
+        for k in range(1, 80)
+    ]
+    df = pl.from_arrow(make_item_table(twins + filler))
+    shapes = group_shapes(df, ShapesConfig()).drop("_row")
+    clusters = pl.DataFrame(schema={"id": pl.String, "cluster_id": pl.Int64})
+    ids = df["id"].to_list()[:3]
+    for seed in range(20):
+        a = assign_splits(df, clusters, shapes, ExportConfig(seed=seed, ratios=[0.4, 0.3, 0.3]))
+        assert a.filter(pl.col("id").is_in(ids))["split"].n_unique() == 1, seed
