@@ -19,12 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "data" / "sample" / "editcurate.toml"
 HEADINGS = [
     "## 1. Header and funnel",
-    "## 2. Distributions",
-    "## 3. Dedup",
-    "## 4. Shapes",
-    "## 5. Sampling options",
-    "## 6. Splits",
-    "## 7. Smoke train",
+    "## 2. Filter drop rules",
+    "## 3. Distributions",
+    "## 4. Dedup",
+    "## 5. Shapes",
+    "## 6. Sampling options",
+    "## 7. Splits",
+    "## 8. Smoke train",
 ]
 
 
@@ -59,6 +60,7 @@ def test_every_section_is_present_in_md_html_and_json(run):
     for sid in (
         "header",
         "funnel",
+        "filter",
         "distributions",
         "dedup",
         "shapes",
@@ -134,11 +136,13 @@ def test_dedup_section_matches_clusters_and_edges(run):
     assert sum(c["clusters"] for c in x["cluster_sizes"]) == sizes.height
     assert x["edges"] == edges.height
     assert x["edges_at_threshold"] == edges.filter(pl.col("exact_j") >= x["threshold"]).height
-    assert len(x["largest"]) == min(10, sizes.height)
-    assert all(len(c["members"]) == 2 for c in x["largest"])
+    assert len(x["largest"]) == min(5, sizes.height)
+    for c in x["largest"]:
+        assert len(c["members"]) == min(8, c["size"])
+        assert c["members"][0]["is_keeper"] and c["members"][0]["j"] == 1.0
     assert x["tune"] and x["tune"][0]["threshold"] == 0.5  # tune/sweep.csv was read
     below = edges.filter(pl.col("exact_j") < x["threshold"]).sort("exact_j", descending=True)
-    assert [b["exact_j"] for b in x["borderline"]] == [
+    assert [b["exact_j"] for b in x["borderline_below"]] == [
         round(j, 4) for j in below["exact_j"].head(5)
     ]
 
@@ -155,6 +159,10 @@ def test_shapes_and_sampling_match_shapes_parquet(run):
     repo = shp.filter(pl.col("scope") == "repo")
     assert pol["no shape dedup"]["items"] == kept.height
     assert pol["spread"]["items"] == kept.height
+    # the sample runs shapes with policy = annotate: spread has no order to count, and says so
+    assert pol["spread"]["batches_with_shape_twins"] is None
+    assert "not run; rerun shapes with policy = spread" in pol["spread"]["note"]
+    assert not r["sampling"]["spread_ran"]
     assert pol["cap k=1"]["items"] == repo["group_id"].n_unique()
     for k in (2, 4):
         want = repo.group_by("group_id").len()["len"].clip(upper_bound=k).sum()
@@ -166,7 +174,7 @@ def test_sections_4_and_5_say_when_the_shapes_stage_has_not_run(run, tmp_path):
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("shapes", "report"))
     R.write_report(copy)
     md = (copy / "report" / "report.md").read_text()
-    shapes_part = md[md.index(HEADINGS[3]) : md.index(HEADINGS[5])]
+    shapes_part = md[md.index(HEADINGS[4]) : md.index(HEADINGS[6])]
     assert shapes_part.count("shapes stage not run") == 2
     assert _json(copy)["sampling"] == {"present": False, "note": "shapes stage not run"}
 
@@ -211,10 +219,7 @@ def test_sampling_policies_and_batch_collisions_on_known_groups():
         8,
     ]
     assert pol["cap k=1"]["language_kept"]["python"] == pytest.approx(100 * 2 / 6, abs=0.01)
-    assert (
-        pol["spread"]["batches_with_shape_twins"]
-        <= pol["no shape dedup"]["batches_with_shape_twins"]
-    )
+    assert pol["spread"]["batches_with_shape_twins"] is None  # no stage order: never invented
     assert R._collisions(np.array(["a", "b", "a", "c", "d"]), 2) == 0
     assert R._collisions(np.array(["a", "a", "b", "c", "d"]), 2) == 1
 

@@ -9,6 +9,7 @@ together they can still blow up a training step, and split apart they leak. Grou
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,7 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
             },
             "policy": s.policy,
             "scope": s.scope,
+            "shapes_config": dataclasses.asdict(s),  # window, seed, caps: for report and why
             "groups_by_size": res.by_size,
             "largest": res.largest,
         },

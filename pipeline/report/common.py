@@ -1,0 +1,125 @@
+"""Helpers every report section uses: counts and shares, short before/after snippets of items,
+and run-relative paths (the report never names a folder of the machine it was built on)."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.runs import StageFailed
+
+TOKEN_RE = r"\w+|[^\w\s]"
+ITEM_COLS = ["id", "repo", "path", "before", "after", "comment"]
+SNIPPET_LINES = 14  # diff lines shown per item
+SNIPPET_WIDTH = 160  # characters shown per diff line
+DIFF_INPUT_LINES = 200  # lines of before/after compared (a minified file is one long line)
+COMMENT_CHARS = 300
+
+
+class ReportFailed(StageFailed):
+    """report cannot run: the run folder lacks the stages it reads."""
+
+
+def pct(a: float, b: float) -> float:
+    return round(100.0 * a / b, 2) if b else 0.0
+
+
+def read(p: Path, columns: list[str] | None = None) -> pl.DataFrame | None:
+    return pl.read_parquet(p, columns=columns) if p.exists() else None
+
+
+def counts(df: pl.DataFrame, col: str, top: int | None = None) -> list[dict[str, Any]]:
+    """[{value, items, share}] sorted by items desc then value, nulls shown as "(none)"."""
+    if df.is_empty():
+        return []
+    c = (
+        df.select(pl.col(col).cast(pl.String).fill_null("(none)").alias("value"))
+        .group_by("value")
+        .len("items")
+        .sort(["items", "value"], descending=[True, False])
+    )
+    n = df.height
+    rows = [{**r, "share": pct(r["items"], n)} for r in c.iter_rows(named=True)]
+    if top is not None and len(rows) > top:
+        rest = sum(r["items"] for r in rows[top:])
+        rows = rows[:top] + [{"value": "(other)", "items": rest, "share": pct(rest, n)}]
+    return rows
+
+
+def stats(s: pl.Series) -> dict[str, Any]:
+    if s.len() == 0:
+        return {"n": 0, "median": 0, "p95": 0, "max": 0, "mean": 0}
+    return {
+        "n": s.len(),
+        "median": float(s.median()),  # type: ignore[arg-type]
+        "p95": float(s.quantile(0.95, interpolation="nearest")),  # type: ignore[arg-type]
+        "max": int(s.max()),  # type: ignore[arg-type]
+        "mean": round(float(s.mean()), 2),  # type: ignore[arg-type]
+    }
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= SNIPPET_WIDTH else line[: SNIPPET_WIDTH - 1] + "…"
+
+
+def snippet(before: str, after: str) -> str:
+    """A short unified diff of before -> after: at most SNIPPET_LINES lines, each clipped."""
+    a = (before or "").split("\n")[:DIFF_INPUT_LINES]
+    b = (after or "").split("\n")[:DIFF_INPUT_LINES]
+    lines = [_clip(x) for x in difflib.unified_diff(a, b, "before", "after", lineterm="", n=2)]
+    if not lines:
+        return "(no change)"
+    if len(lines) > SNIPPET_LINES:
+        more = len(lines) - SNIPPET_LINES
+        lines = lines[:SNIPPET_LINES] + [f"... ({more} more diff lines)"]
+    return "\n".join(lines)
+
+
+def member(row: dict[str, Any]) -> dict[str, Any]:
+    """An item as the report shows it: where it is, its comment (one line) and a short diff."""
+    return {
+        "id": row["id"],
+        "repo": row["repo"],
+        "path": row["path"],
+        "comment": " ".join((row["comment"] or "").split())[:COMMENT_CHARS],
+        "diff": snippet(row["before"], row["after"]),
+    }
+
+
+def _prefixes(run_dir: Path, wide: bool) -> list[tuple[str, str]]:
+    """(absolute prefix, what replaces it), longest first: the run folder; wide: cwd, home."""
+    out: list[tuple[str, str]] = []
+    for p in {run_dir.absolute(), run_dir.resolve()}:
+        out.append((str(p) + os.sep, ""))
+        out.append((str(p), "."))
+    if wide:
+        for p in {Path.cwd(), Path.cwd().resolve()}:
+            out.append((str(p) + os.sep, ""))
+        home = str(Path.home())
+        if home not in ("/", ""):
+            out.append((home + os.sep, "~" + os.sep))
+    return sorted(out, key=lambda x: -len(x[0]))
+
+
+def relativize(fig: Any, run_dir: Path, wide: bool = False) -> Any:
+    """Every string in `fig` with the run folder written run-relative (wide: also the cwd and
+    home, for figures from manifests; item text is left as it is, bar the run folder)."""
+    prefixes = _prefixes(run_dir, wide)
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, str):
+            for p, r in prefixes:
+                if p in v:
+                    v = v.replace(p, r)
+            return v
+        if isinstance(v, dict):
+            return {fix(k): fix(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [fix(x) for x in v]
+        return v
+
+    return fix(fig)

@@ -1,0 +1,179 @@
+"""The dedup section: cluster sizes, the pairs on both sides of the threshold (false merges sit
+just above it, missed duplicates just below), and the largest clusters member by member with
+each member's exact Jaccard to its keeper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.report import plots
+from pipeline.report.common import ITEM_COLS, member, read
+
+BORDERLINE = 5  # pairs shown on each side of the threshold
+LARGEST = 5  # clusters shown
+MEMBERS = 8  # members shown per cluster
+
+
+def threshold_of(manifest: dict[str, Any]) -> float:
+    """The Jaccard threshold dedup ran with (dedup_config, else the LSH bands), else 0.8."""
+    for key in ("dedup_config", "bands"):
+        t = (manifest.get(key) or {}).get("threshold")
+        if t is not None:
+            return float(t)
+    return 0.8
+
+
+def borderline(
+    edges: pl.DataFrame, threshold: float, n: int = BORDERLINE
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(below, above): the n pairs nearest under the threshold (highest exact_j first) and the n
+    pairs at or just above it (lowest exact_j first); ties by (a, b)."""
+    below = (
+        edges.filter(pl.col("exact_j") < threshold)
+        .sort(["exact_j", "a", "b"], descending=[True, False, False])
+        .head(n)
+    )
+    above = edges.filter(pl.col("exact_j") >= threshold).sort(["exact_j", "a", "b"]).head(n)
+    return below, above
+
+
+def largest_clusters(
+    clusters: pl.DataFrame, n: int = LARGEST, members: int = MEMBERS
+) -> list[dict[str, Any]]:
+    """The n largest clusters (ties: lowest cluster_id): [{cluster_id, size, component_id,
+    members: [{id, is_keeper, kind, j}]}], keeper first, then by j descending, then id."""
+    if clusters.is_empty():
+        return []
+    has_comp = "component_id" in clusters.columns
+    agg = [pl.col("size").first()] + ([pl.col("component_id").first()] if has_comp else [])
+    sizes = clusters.group_by("cluster_id").agg(agg)
+    top = sizes.sort(["size", "cluster_id"], descending=[True, False]).head(n)
+    out = []
+    for c in top.iter_rows(named=True):
+        mem = clusters.filter(pl.col("cluster_id") == c["cluster_id"]).sort(
+            ["is_keeper", "j_to_keeper", "id"], descending=[True, True, False]
+        )
+        out.append(
+            {
+                "cluster_id": c["cluster_id"],
+                "size": c["size"],
+                "component_id": c.get("component_id"),
+                "shown": min(members, mem.height),
+                "members": [
+                    {
+                        "id": m["id"],
+                        "is_keeper": bool(m["is_keeper"]),
+                        "kind": m["kind"],
+                        "j": round(float(m["j_to_keeper"]), 4),
+                    }
+                    for m in mem.head(members).iter_rows(named=True)
+                ],
+            }
+        )
+    return out
+
+
+def _pairs(
+    df: pl.DataFrame, byid: dict[str, dict], cluster_of: dict[str, int]
+) -> list[dict[str, Any]]:
+    out = []
+    for x in df.iter_rows(named=True):
+        if x["a"] not in byid or x["b"] not in byid:
+            continue
+        ca, cb = cluster_of.get(x["a"]), cluster_of.get(x["b"])
+        out.append(
+            {
+                "exact_j": round(x["exact_j"], 4),
+                "est_j": round(x["est_j"], 4),
+                "same_cluster": ca is not None and ca == cb,
+                "a": member(byid[x["a"]]),
+                "b": member(byid[x["b"]]),
+            }
+        )
+    return out
+
+
+def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
+    d = run_dir / "dedup"
+    threshold = threshold_of(manifest)
+    clusters = pl.read_parquet(d / "clusters.parquet")
+    edges = pl.read_parquet(d / "edges.parquet")
+    below, above = borderline(edges, threshold)
+    largest = largest_clusters(clusters)
+    wanted = set(below["a"]) | set(below["b"]) | set(above["a"]) | set(above["b"])
+    wanted |= {m["id"] for c in largest for m in c["members"]}
+    pool = pl.concat(
+        [
+            pl.scan_parquet(d / f).select(ITEM_COLS).filter(pl.col("id").is_in(list(wanted)))
+            for f in ("kept.parquet", "removed.parquet")
+        ]
+    )
+    byid = {r["id"]: r for r in pool.collect().unique("id").iter_rows(named=True)}
+    cluster_of = dict(zip(clusters["id"].to_list(), clusters["cluster_id"].to_list(), strict=True))
+    has_comp = "component_id" in clusters.columns
+    sizes = clusters.group_by("cluster_id").agg(pl.col("size").first()).sort("cluster_id")
+    hist = sizes.group_by("size").len("clusters").sort("size")
+    r: dict[str, Any] = {
+        "threshold": threshold,
+        "clusters": sizes.height,
+        "components": int(clusters["component_id"].n_unique()) if has_comp else None,
+        "cluster_sizes": [dict(x) for x in hist.iter_rows(named=True)],
+        "edges": edges.height,
+        "edges_at_threshold": int((edges["exact_j"] >= threshold).sum()),
+        "edges_below": int((edges["exact_j"] < threshold).sum()),
+        "plots": {},
+    }
+    if sizes.height:
+        mx = int(sizes["size"].max())  # type: ignore[arg-type]
+        r["plots"]["cluster_sizes"] = plots.hist(
+            sizes["size"].to_list(),
+            out / "cluster_sizes.png",
+            "cluster size (items)",
+            "items in cluster",
+            bins=[b + 0.5 for b in range(1, mx + 1)],
+            log_y=True,
+        )
+    if edges.height:
+        ej = edges["exact_j"]
+        r["plots"]["jaccard"] = plots.jaccard(
+            ej.filter(ej >= threshold).to_list(),
+            ej.filter(ej < threshold).to_list(),
+            threshold,
+            out / "jaccard.png",
+        )
+    r["tune"] = None
+    sweep = run_dir / "tune" / "sweep.csv"
+    if sweep.exists():
+        t = pl.read_csv(sweep)
+        if "ngram" in t.columns:
+            t = t.filter(pl.col("ngram") == t["ngram"].min())
+        r["tune"] = [dict(x) for x in t.iter_rows(named=True)]
+        r["plots"]["tune"] = plots.curve(
+            t["threshold"].to_list(),
+            {c: t[c].to_list() for c in ("pairs", "clusters", "items_removed")},
+            out / "tune.png",
+            "tune: duplicates at each threshold",
+            "threshold",
+            threshold,
+        )
+    for c in largest:
+        c["members"] = [{**m, **member(byid[m["id"]])} for m in c["members"] if m["id"] in byid]
+    r["largest"] = largest
+    r["largest_shown"] = {"clusters": LARGEST, "members": MEMBERS}
+    ob = read(d / "oversized_buckets.parquet")
+    r["oversized"] = (
+        []
+        if ob is None
+        else [
+            {"band": x["band"], "size": x["size"], "sample_ids": ", ".join(x["sample_ids"][:5])}
+            for x in ob.sort(["size", "band"], descending=[True, False])
+            .head(20)
+            .iter_rows(named=True)
+        ]
+    )
+    r["borderline_below"] = _pairs(below, byid, cluster_of)
+    r["borderline_above"] = _pairs(above, byid, cluster_of)
+    return r

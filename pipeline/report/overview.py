@@ -1,0 +1,201 @@
+"""Header, funnel and distributions: what went in, what each stage took out and why, and the
+shape of what is left. Token counts use the code-aware tokenizer `\\w+|[^\\w\\s]` (the one
+dedup shingles with), over comment + before + after + context."""
+
+from __future__ import annotations
+
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.report import plots
+from pipeline.report.common import TOKEN_RE, counts, stats
+from pipeline.report.sampling import read_shapes
+from pipeline.runs import package_versions
+from pipeline.verify import verify_run
+
+TOP = 15  # rows in by-repo / by-language tables
+
+
+def _reason_head(col: str) -> pl.Expr:
+    return pl.col(col).str.split(":").list.first().str.strip_chars()
+
+
+def with_measures(items: pl.DataFrame) -> pl.DataFrame:
+    """Adds tokens, comment_chars, lines_changed, file_type, bot (the distribution columns)."""
+    text = pl.concat_str(["comment", "before", "after", "context"], separator="\n")
+    name = pl.col("path").str.split("/").list.last()
+    ext = name.str.extract(r"(\.[^.]+)$", 1)
+    return items.with_columns(
+        tokens=text.str.count_matches(TOKEN_RE).cast(pl.Int64),
+        comment_chars=pl.col("comment").str.len_chars().cast(pl.Int64),
+        lines_changed=(pl.col("lines_removed") + pl.col("lines_added")).cast(pl.Int64),
+        file_type=pl.when(ext.is_not_null())
+        .then(ext.str.to_lowercase())
+        .when(name == "")
+        .then(pl.lit("(no path)"))
+        .otherwise(name),
+        bot=pl.when(pl.col("author_is_bot")).then(pl.lit("bot")).otherwise(pl.lit("human")),
+    )
+
+
+def header(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
+    ing = manifests["ingest"]
+    srcs = ing.get("conservation", {}).get("sources", {})
+    sources = [
+        {
+            "name": name,
+            "kind": srcs.get(name, {}).get("kind", ""),
+            "records": srcs.get(name, {}).get("records"),
+            "fingerprint": fp,
+        }
+        for name, fp in sorted(ing.get("inputs", {}).items())
+    ]
+    versions = package_versions()
+    for extra in ("jinja2", "matplotlib"):
+        try:
+            versions[extra] = metadata.version(extra)
+        except metadata.PackageNotFoundError:
+            versions[extra] = "not installed"
+    return {
+        "run": run_dir.resolve().name,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "sources": sources,
+        "config_fingerprints": sorted(
+            {m.get("config_fingerprint", "") for m in manifests.values()}
+        ),
+        "stages": [
+            {
+                "stage": s,
+                "fingerprint": m.get("fingerprint", ""),
+                "config_fingerprint": m.get("config_fingerprint", ""),
+                "started_at": m.get("started_at", ""),
+            }
+            for s, m in manifests.items()
+        ],
+        "versions": versions,
+    }
+
+
+def funnel(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
+    """Items per stage and per reason; conservation re-checked with verify_run."""
+    stages: list[dict[str, Any]] = []
+    reasons: list[dict[str, Any]] = []
+    ic = manifests["ingest"]["counts"]
+    stages.append(
+        {
+            "stage": "ingest",
+            "in": ic["records_in"],
+            "out": ic["items_out"],
+            "unit_in": "records",
+            "left": ic["records_in"] - ic["errors_out"] - ic["skipped_out"],
+        }
+    )
+    errs = pl.read_parquet(run_dir / "ingest" / "errors.parquet", columns=["severity", "reason"])
+    e = errs.with_columns(head=_reason_head("reason")).group_by("severity", "head").len("n")
+    for r in e.sort(["n", "head"], descending=[True, False]).iter_rows(named=True):
+        reasons.append(
+            {"stage": "ingest", "reason": f"{r['severity']}: {r['head']}", "items": r["n"]}
+        )
+    if "filter" in manifests:
+        fc = manifests["filter"]["counts"]
+        stages.append({"stage": "filter", "in": fc["items_in"], "out": fc["kept"]})
+        rej = pl.read_parquet(run_dir / "filter" / "rejected.parquet", columns=["rule"])
+        for r in counts(rej, "rule"):
+            reasons.append({"stage": "filter", "reason": f"rule {r['value']}", "items": r["items"]})
+    if "dedup" in manifests:
+        dc = manifests["dedup"]["counts"]
+        stages.append({"stage": "dedup", "in": dc["items_in"], "out": dc["kept"]})
+        rem = pl.read_parquet(run_dir / "dedup" / "removed.parquet", columns=["kind"])
+        names = {
+            "near": "near-duplicate",
+            "same_content": "exact duplicate (same content)",
+            "same_id": "exact duplicate (same id)",
+        }
+        for r in counts(rem, "kind"):
+            reasons.append(
+                {"stage": "dedup", "reason": names.get(r["value"], r["value"]), "items": r["items"]}
+            )
+    sh = run_dir / "shapes"
+    if "shapes" in manifests and (sh / "kept.parquet").exists():
+        kept = pl.scan_parquet(sh / "kept.parquet").select(pl.len()).collect().item()
+        rem = pl.read_parquet(sh / "removed.parquet")
+        stages.append({"stage": "shapes", "in": kept + rem.height, "out": kept})
+        col = next((c for c in ("reason", "kind", "scope") if c in rem.columns), None)
+        if col:
+            for r in counts(rem, col):
+                reasons.append(
+                    {
+                        "stage": "shapes",
+                        "reason": f"shape group ({r['value']})",
+                        "items": r["items"],
+                    }
+                )
+        elif rem.height:
+            reasons.append({"stage": "shapes", "reason": "shape group", "items": rem.height})
+    shp = read_shapes(run_dir)
+    if shp is not None:
+        policy = manifests.get("shapes", {}).get("policy", "annotate")
+        shared = shp.filter(pl.col("group_size") > 1).group_by("scope").len("n").sort("scope")
+        for r in shared.iter_rows(named=True):
+            reasons.append(
+                {
+                    "stage": "shapes",
+                    "items": r["n"],
+                    "reason": f"share a shape group at scope {r['scope']} (policy {policy})",
+                }
+            )
+    for s in stages:
+        s["removed"] = s["in"] - s["out"] if s["stage"] != "ingest" else s["in"] - s["left"]
+    problems, passed = verify_run(run_dir)
+    return {
+        "stages": stages,
+        "reasons": reasons,
+        "conservation": {"ok": not problems, "problems": problems, "passed": passed},
+    }
+
+
+def distributions(items: pl.DataFrame, out: Path) -> dict[str, Any]:
+    m = with_measures(items)
+    d: dict[str, Any] = {"items": m.height, "tokenizer": TOKEN_RE}
+    for col in ("tokens", "comment_chars", "lines_changed"):
+        d[col] = stats(m[col])
+    d["plots"] = {}
+    if m.height:
+        for col, label in (
+            ("tokens", "tokens per item (comment+before+after+context)"),
+            ("comment_chars", "comment length (characters)"),
+            ("lines_changed", "lines changed (removed + added)"),
+        ):
+            vals = m[col].to_list()
+            mx = max(vals)
+            bins = [b - 0.5 for b in range(mx + 2)] if col == "lines_changed" and mx <= 80 else 30
+            d["plots"][col] = plots.hist(
+                vals,
+                out / f"{col}.png",
+                label,
+                label,
+                bins=bins,
+                vline=d[col]["median"],
+                log_y=col == "lines_changed",
+            )
+    for col, key in (
+        ("language", "by_language"),
+        ("repo", "by_repo"),
+        ("file_type", "by_file_type"),
+        ("bot", "bot_vs_human"),
+    ):
+        d[key] = counts(m, col, TOP)
+        if d[key]:
+            top = [r for r in d[key] if r["value"] != "(other)"]
+            d["plots"][key] = plots.bars(
+                [r["value"] for r in top],
+                [r["items"] for r in top],
+                out / f"{key}.png",
+                key.replace("_", " "),
+                "items",
+            )
+    return d

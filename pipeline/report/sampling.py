@@ -1,0 +1,232 @@
+"""Shapes and sampling: the shape groups, and what each sampling policy would keep.
+
+No shape dedup and cap k are order-independent and simulated here over dedup's kept items.
+Spread is an order, so the report never invents one: it reads `batch_order` from the shapes
+stage's kept.parquet, and says the policy was not run when that column is absent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pipeline.report.common import ITEM_COLS, counts, member, pct
+from pipeline.runs import read_manifest
+
+CAPS = (1, 2, 4)
+NOT_RUN = "not run; rerun shapes with policy = spread"
+
+
+def read_shapes(run_dir: Path) -> pl.DataFrame | None:
+    p = run_dir / "shapes" / "shapes.parquet"
+    return pl.read_parquet(p) if p.exists() else None
+
+
+def shapes(shp: pl.DataFrame | None, items: pl.DataFrame) -> dict[str, Any]:
+    if shp is None:
+        return {"present": False, "note": "shapes stage not run"}
+    per_scope = []
+    largest = []
+    order = {"change": 0, "repo": 1, "corpus": 2}
+    for scope in sorted(shp["scope"].unique().to_list(), key=lambda x: (order.get(x, 9), x)):
+        s = shp.filter(pl.col("scope") == scope)
+        g = s.group_by("group_id").agg(
+            pl.len().alias("n"),
+            pl.col("shape_text").first(),
+            pl.col("id").sort().head(2).alias("ids"),
+            pl.col("digit_only").any().alias("digit_only"),
+        )
+        multi = g.filter(pl.col("n") > 1)
+        sharing = int(multi["n"].sum() or 0)
+        digit = int(s["digit_only"].sum())
+        per_scope.append(
+            {
+                "scope": scope,
+                "items": s.height,
+                "groups": g.height,
+                "groups_2plus": multi.height,
+                "items_sharing": sharing,
+                "share_sharing": pct(sharing, s.height),
+                "digit_only_items": digit,
+                "digit_only_share": pct(digit, s.height),
+            }
+        )
+        top = multi.sort(["n", "group_id"], descending=[True, False]).head(5)
+        for x in top.iter_rows(named=True):
+            largest.append(
+                {
+                    "scope": scope,
+                    "group_id": str(x["group_id"]),
+                    "size": x["n"],
+                    "digit_only": bool(x["digit_only"]),
+                    "shape_text": (x["shape_text"] or "")[:300],
+                    "ids": x["ids"],
+                }
+            )
+    wanted = {i for g in largest for i in g["ids"]}
+    byid = {
+        r["id"]: r
+        for r in items.filter(pl.col("id").is_in(list(wanted)))
+        .select(ITEM_COLS)
+        .unique("id")
+        .iter_rows(named=True)
+    }
+    for grp in largest:
+        grp["examples"] = [member(byid[i]) for i in grp.pop("ids") if i in byid]
+    return {"present": True, "per_scope": per_scope, "largest": largest}
+
+
+def _collisions(groups: np.ndarray, batch: int) -> int:
+    """Batches (consecutive runs of `batch` items) holding two items of one group."""
+    n = 0
+    for k in range(0, len(groups), batch):
+        b = groups[k : k + batch]
+        n += int(len(np.unique(b)) < len(b))
+    return n
+
+
+def window_collisions(order: pl.DataFrame, window: int) -> int:
+    """Windows (positions batch_order // window) holding two items of one group_id."""
+    if order.is_empty():
+        return 0
+    w = order.select((pl.col("batch_order") // window).alias("w"), "group_id")
+    per = w.group_by("w").agg(pl.len().alias("n"), pl.col("group_id").n_unique().alias("g"))
+    return int((per["n"] > per["g"]).sum())
+
+
+def _window(m: dict[str, Any]) -> int | None:
+    """The spread window the shapes stage recorded, wherever its manifest keeps it."""
+    for src in (m, m.get("shapes_config") or {}, m.get("config") or {}, m.get("counts") or {}):
+        if isinstance(src.get("window"), int):
+            return int(src["window"])
+    return None
+
+
+def stage_order(run_dir: Path, batch: int, window: int | None = None) -> dict[str, Any]:
+    """What the shapes stage did for spread: {policy, window, window_note, order (id,
+    batch_order) or None, scope, conflicts}. The window is the one the shapes manifest
+    records, else `window` (the config's shapes.window, when the caller has the config), else
+    `batch` (the shapes default equals the report's)."""
+    m = read_manifest(run_dir / "shapes") or {}
+    kept = run_dir / "shapes" / "kept.parquet"
+    info: dict[str, Any] = {
+        "policy": m.get("policy"),
+        "scope": m.get("scope"),
+        "conflicts": (m.get("counts") or {}).get("spread_conflicts"),
+        "order": None,
+        "window": None,
+        "window_note": "",
+    }
+    if kept.exists() and "batch_order" in pl.scan_parquet(kept).collect_schema().names():
+        info["order"] = pl.read_parquet(kept, columns=["id", "batch_order"])
+        w = _window(m)
+        if w:
+            info["window"], info["window_note"] = w, "from shapes/manifest.json"
+        elif window:
+            info["window"], info["window_note"] = window, "shapes.window of the config"
+        else:
+            info["window"] = batch
+            info["window_note"] = "not recorded in shapes/manifest.json: the report's batch"
+    return info
+
+
+def sampling(
+    shp: pl.DataFrame | None,
+    items: pl.DataFrame,
+    scope: str = "repo",
+    batch: int = 16,
+    seed: int = 0,
+    stage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Each policy over dedup's kept items with the shape groups at `scope`.
+
+    cap k keeps k items per group (lowest ids, so the choice is order-independent); no shape
+    dedup and cap k are counted under a seeded random order. Collisions: batches of `batch`
+    consecutive items (micro-batch 1 x accumulation 16 = one optimizer step) with two members
+    of one group. Spread keeps every item in the order the shapes stage wrote (`stage`, from
+    stage_order): its windows of `window` items are counted; without that order, it says so.
+    """
+    if shp is None:
+        return {"present": False, "note": "shapes stage not run"}
+    g = shp.filter(pl.col("scope") == scope).select("id", pl.col("group_id").cast(pl.String))
+    base = items.select("id", "language", "repo", "author_is_bot").join(
+        g.unique("id"), on="id", how="left"
+    )
+    base = base.with_columns(pl.col("group_id").fill_null("solo:" + pl.col("id")))
+    base = base.sort("id").with_columns(rank=pl.int_range(pl.len()).over("group_id"))
+    rng = np.random.default_rng(seed)
+    langs = [r["value"] for r in counts(base, "language", 6) if r["value"] != "(other)"]
+    repos = [r["value"] for r in counts(base, "repo", 6) if r["value"] != "(other)"]
+    policies = (
+        [("no shape dedup", base)]
+        + [(f"cap k={k}", base.filter(pl.col("rank") < k)) for k in CAPS]
+        + [("spread", base)]
+    )
+    st = stage or {}
+    rows = []
+    for name, df in policies:
+        row: dict[str, Any] = {
+            "policy": name,
+            "items": df.height,
+            "share_of_corpus": pct(df.height, base.height),
+            "bot_share": pct(int(df["author_is_bot"].fill_null(False).sum()), df.height),
+            "batch": batch,
+            "batches": -(-df.height // batch) if df.height else 0,
+            "order": "seeded random",
+            "note": "",
+        }
+        if name != "spread":
+            groups = df["group_id"].to_numpy()[rng.permutation(df.height)]
+            row["batches_with_shape_twins"] = _collisions(groups, batch)
+        elif st.get("order") is None:
+            ran = st.get("policy")
+            row.update(order=None, batches=None, batches_with_shape_twins=None, note=NOT_RUN)
+            if ran:
+                row["note"] += f" (the shapes stage ran with policy = {ran})"
+        else:
+            w = int(st["window"])
+            order = st["order"].join(base.select("id", "group_id"), on="id", how="left")
+            order = order.with_columns(pl.col("group_id").fill_null("solo:" + pl.col("id")))
+            row.update(
+                items=order.height,
+                share_of_corpus=pct(order.height, base.height),
+                batch=w,
+                batches=-(-order.height // w) if order.height else 0,
+                batches_with_shape_twins=window_collisions(order, w),
+                order="shapes/kept.parquet batch_order",
+                window_note=st.get("window_note", ""),
+                stage_scope=st.get("scope"),
+                stage_conflicts=st.get("conflicts"),
+            )
+            notes = [f"window {w} ({st.get('window_note', '')})"]
+            if st.get("conflicts") is not None:
+                notes.append(f"the stage counted {st['conflicts']} conflicts")
+            if st.get("scope") and st["scope"] != scope:
+                notes.append(f"the stage spread groups at scope {st['scope']}")
+            row["note"] = "; ".join(notes)
+        row["language_kept"] = {
+            v: pct(
+                df.filter(pl.col("language") == v).height,
+                base.filter(pl.col("language") == v).height,
+            )
+            for v in langs
+        }
+        row["repo_kept"] = {
+            v: pct(df.filter(pl.col("repo") == v).height, base.filter(pl.col("repo") == v).height)
+            for v in repos
+        }
+        rows.append(row)
+    spread = rows[-1]
+    return {
+        "present": True,
+        "scope": scope,
+        "batch": batch,
+        "seed": seed,
+        "spread_ran": spread["batches_with_shape_twins"] is not None,
+        "languages": langs,
+        "repos": repos,
+        "policies": rows,
+    }
