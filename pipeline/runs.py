@@ -207,7 +207,9 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
 STAGE_CODE = {
     "ingest": ("ingest", "schema.py"),
     "filter": ("filter",),
-    "dedup": tuple(f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "stage")),
+    "dedup": tuple(
+        f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "find", "stage")
+    ),
     "shapes": ("shapes", "dedup/clusters.py"),
     "export": ("export.py", "template.py", "dedup/clusters.py", "shapes/normalise.py"),
     "smoke": ("train", "template.py"),
