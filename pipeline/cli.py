@@ -1,11 +1,19 @@
-"""The `editcurate` command: one sub-command per stage, `run` for all of them, and `verify`."""
+"""The `editcurate` command: one sub-command per stage, `run` for all of them, and `verify`.
+
+Every failure is one line on stderr (data is never read as Rich markup) and an exit code from
+pipeline/errors.py: 0 ok, 1 data or check failed, 2 usage or config, 3 I/O or environment.
+`--debug` (or EDITCURATE_DEBUG=1) lets the traceback through.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
+from rich.text import Text
+from typer.core import TyperGroup
 
 from pipeline import export as export_stage
 from pipeline import filter as filter_stage
@@ -13,16 +21,58 @@ from pipeline import shapes as shapes_stage
 from pipeline.config import Config, ConfigError, load_config
 from pipeline.console import console
 from pipeline.dedup import stage as dedup_stage
+from pipeline.errors import DATA, USAGE, DataError, exit_code, one_line
 from pipeline.ingest import stage as ingest_stage
-from pipeline.runs import StageFailed, read_manifest
+from pipeline.runs import StageFailed, read_manifest, run_lock
 from pipeline.verify import verify_run
 
+_DEBUG = {"on": False}  # set by the top-level callback on every invocation
+
+
+def _debug() -> bool:
+    return _DEBUG["on"] or os.environ.get("EDITCURATE_DEBUG", "") not in ("", "0")
+
+
+def error_line(msg: str) -> None:
+    """`error: msg` on stderr; msg is data, never markup."""
+    console.print(Text.assemble(("error: ", "bold red"), msg), soft_wrap=True)
+
+
+class _Group(TyperGroup):
+    """Turns any exception a command raises into one line and an exit code."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            error_line("interrupted")
+            raise typer.Exit(130) from None
+        except Exception as e:
+            # typer's own exits, aborts and usage errors (its vendored click) pass through
+            if _debug() or type(e).__module__.split(".")[0] in ("typer", "click"):
+                raise
+            error_line(one_line(e))
+            raise typer.Exit(exit_code(e)) from None
+
+
 app = typer.Typer(
+    cls=_Group,
     help="Curate code-review edits into a clean fine-tuning corpus.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _main(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of a failure.")
+    ] = False,
+) -> None:
+    """Curate code-review edits into a clean fine-tuning corpus."""
+    _DEBUG["on"] = debug
+
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="TOML config file.")]
 SetOpt = Annotated[
@@ -49,9 +99,9 @@ def _load(config: Path, overrides: list[str] | None) -> Config:
         _fail(str(e))
 
 
-def _fail(msg: str) -> None:
-    console.print(f"[bold red]error:[/] {msg}")
-    raise typer.Exit(2)
+def _fail(msg: str, code: int = USAGE) -> NoReturn:
+    error_line(msg)
+    raise typer.Exit(code)
 
 
 def _run_stage(cfg: Config, name: str, force: bool) -> None:
@@ -61,37 +111,63 @@ def _run_stage(cfg: Config, name: str, force: bool) -> None:
         if not force and sr.is_fresh():
             console.print(f"[dim]{name}: unchanged inputs and config, skipped (--force to re-run)")
             mod.print_summary(read_manifest(sr.dir))
-            return
-        mod.run(cfg, sr)
+        else:
+            mod.run(cfg, sr)
+            m = read_manifest(sr.dir) or {}
+            mod.print_summary(m)
+            console.print(Text(f"{name}: wrote {sr.dir} in {m.get('wall_s', 0):.1f}s"))
     except StageFailed as e:
-        _fail(str(e))
-    m = read_manifest(sr.dir)
-    mod.print_summary(m)
-    console.print(f"{name}: wrote {sr.dir} in {m['wall_s']:.1f}s")
+        _fail(str(e), e.exit_code)
+    if name == "ingest":
+        _check_ingest(read_manifest(sr.dir) or {})
+
+
+def _lock(cfg: Config):
+    """The run folder held for this command (inside run.root, one process at a time)."""
+    return run_lock(cfg.run_dir, cfg.resolve(cfg.run.root))
+
+
+def _one_stage(cfg: Config, name: str, force: bool) -> None:
+    with _lock(cfg):
+        _run_stage(cfg, name, force)
+
+
+def _check_ingest(m: dict[str, Any]) -> None:
+    """An ingest that gave no item fails the data (exit 1), naming what went wrong."""
+    c = m.get("counts", {})
+    if c.get("items_out", 0) > 0:
+        return
+    n = c.get("records_in", 0)
+    if not n:
+        raise DataError("ingest: the sources held no records; nothing to curate")
+    raise DataError(
+        f"ingest: every one of {n} records failed or was skipped ({c.get('errors_out', 0)} "
+        f"errors, {c.get('skipped_out', 0)} skipped); see ingest/errors.parquet"
+    )
 
 
 @app.command()
 def ingest(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Read every configured source into items.parquet (+ errors.parquet)."""
-    _run_stage(_load(config, set_), "ingest", force)
+    _one_stage(_load(config, set_), "ingest", force)
 
 
 @app.command("filter")
 def filter_(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."""
-    _run_stage(_load(config, set_), "filter", force)
+    _one_stage(_load(config, set_), "filter", force)
 
 
 @app.command()
 def dedup(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Remove exact and near duplicates (shingle Jaccard) from the filter stage's kept items."""
-    _run_stage(_load(config, set_), "dedup", force)
+    _one_stage(_load(config, set_), "dedup", force)
 
 
 @app.command()
 def shapes(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."""
-    _run_stage(_load(config, set_), "shapes", force)
+    _one_stage(_load(config, set_), "shapes", force)
 
 
 FormatOpt = Annotated[
@@ -106,7 +182,7 @@ def export(
 ) -> None:
     """Split shapes' kept items into train/validation/test by whole group; Parquet + HF dataset."""
     extra = [f"export.format={format_}"] if format_ else []
-    _run_stage(_load(config, [*(set_ or []), *extra]), "export", force)
+    _one_stage(_load(config, [*(set_ or []), *extra]), "export", force)
 
 
 BaseOpt = Annotated[
@@ -135,21 +211,16 @@ def tune(
     from pipeline.dedup.tune import print_tune
     from pipeline.dedup.tune import tune as run_tune
 
-    try:
+    with run_lock(run_dir, create=False):
         res = run_tune(run_dir, base=base, step=step, labels=labels, ngrams=ngram)
-    except StageFailed as e:
-        _fail(str(e))
     print_tune(res)
 
 
-def _write_report(run_dir: Path, **kw) -> None:
+def _write_report(run_dir: Path, **kw: Any) -> None:
     from pipeline.report.report import write_report
 
-    try:
-        paths = write_report(run_dir, **kw)
-    except StageFailed as e:
-        _fail(str(e))
-    console.print(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)")
+    paths = write_report(run_dir, **kw)
+    console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
 
 
 @app.command()
@@ -160,23 +231,27 @@ def report(
     seed: Annotated[int, typer.Option(help="Seed of the random training order.")] = 0,
 ) -> None:
     """Write RUN_DIR/report/: report.md, report.html (self-contained), report.json, plots/."""
-    _write_report(run_dir, scope=scope, batch=batch, seed=seed)
+    with run_lock(run_dir, create=False):
+        _write_report(run_dir, scope=scope, batch=batch, seed=seed)
 
 
 @app.command("run")
 def run_all(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
     """Run every stage in order; unchanged stages are skipped."""
     cfg = _load(config, set_)
-    for name in STAGES:
-        _run_stage(cfg, name, force)
-    problems, _ = verify_run(cfg.run_dir)
-    if problems:
-        for p in problems:
-            console.print(f"[red]conservation:[/] {p}")
-        raise typer.Exit(1)
-    console.print(f"[green]run complete[/]: {cfg.run_dir} (conservation verified)")
-    # --- the sampling report (pipeline/report/), written after every run ---
-    _write_report(cfg.run_dir)
+    with _lock(cfg):
+        for name in STAGES:
+            _run_stage(cfg, name, force)
+        problems, _ = verify_run(cfg.run_dir)
+        if problems:
+            for p in problems:
+                console.print(Text.assemble(("conservation: ", "red"), p))
+            raise typer.Exit(DATA)
+        console.print(
+            Text.assemble(("run complete", "green"), f": {cfg.run_dir}"), " (conservation verified)"
+        )
+        # --- the sampling report (pipeline/report/), written after every run ---
+        _write_report(cfg.run_dir, window=cfg.shapes.window)
 
 
 @app.command()
@@ -184,13 +259,17 @@ def verify(run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data
     """Check that every item that entered a stage left it in exactly one output."""
     problems, passed = verify_run(run_dir)
     for p in passed:
-        console.print(f"[green]ok[/] {p}")
+        console.print(Text.assemble(("ok ", "green"), p))
     if problems:
         for p in problems:
-            console.print(f"[bold red]FAIL[/] {p}")
-        console.print(f"[bold red]verify failed[/]: {len(problems)} problem(s) in {run_dir}")
-        raise typer.Exit(1)
-    console.print(f"[green]verify passed[/]: {run_dir}")
+            console.print(Text.assemble(("FAIL ", "bold red"), p))
+        console.print(
+            Text.assemble(
+                ("verify failed", "bold red"), f": {len(problems)} problem(s) in {run_dir}"
+            )
+        )
+        raise typer.Exit(DATA)
+    console.print(Text.assemble(("verify passed", "green"), f": {run_dir}"))
 
 
 @app.command()
@@ -250,12 +329,10 @@ def smoke_train(
         eval_items=eval_items,
         device=device,
     )
-    try:
+    with run_lock(run_dir, create=False):
         summary = smoke.run(run_dir, sc, smoke.parse_sweep(sweep) if sweep else None)
-    except StageFailed as e:
-        _fail(str(e))
     smoke.print_summary(summary)
-    console.print(f"smoke-train: wrote {run_dir / 'smoke'}")
+    console.print(Text(f"smoke-train: wrote {run_dir / 'smoke'}"))
     if summary["verdict"] != "trains":
         raise typer.Exit(1)
 

@@ -22,12 +22,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from pipeline.errors import UsageError
 from pipeline.ingest.base import DEFAULT_BOT_PATTERNS
 from pipeline.schema import ITEM_SCHEMA
 
 
-class ConfigError(ValueError):
-    """A config that cannot be used; the message names the file and the key."""
+class ConfigError(UsageError, ValueError):
+    """A config that cannot be used; the message names the file and the key (exit 2)."""
 
 
 SOURCE_KINDS = ("table", "github", "codereviewer", "git", "hf")
@@ -216,11 +217,20 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{p}: config file not found") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{p}: is a folder, not a config file") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{p}: not UTF-8 text (byte {e.start}): not a TOML config") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{p}: invalid TOML: {e}") from None
         base = p.resolve().parent
     for ov in overrides or []:
-        _apply_override(data, ov)
+        try:
+            _apply_override(data, ov)
+        except ConfigError:
+            raise
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ConfigError(f"override {ov!r}: no such key path in the config") from None
     cfg = _build(Config, data, where, "")
     return dataclasses.replace(cfg, base_dir=str(base))
 
@@ -317,6 +327,13 @@ def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
 
 
 def _validate(obj: Any, where: str, prefix: str) -> None:
+    if isinstance(obj, RunConfig):
+        n = obj.name
+        if n in ("", ".", "..") or any(c in n for c in "/\\\0") or n != n.strip():
+            raise ConfigError(
+                f"{where}: run.name = {n!r}: must be a plain folder name inside run.root "
+                "(no '/', '\\', '..', or surrounding spaces)"
+            )
     if isinstance(obj, SourceConfig):
         if obj.kind not in SOURCE_KINDS:
             raise ConfigError(

@@ -34,6 +34,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.config import Config, ExportConfig
 from pipeline.console import console
@@ -125,7 +126,7 @@ def groupings(
 def group_ids(ids: list[str], keyed: list[pl.DataFrame]) -> np.ndarray:
     """Component label of each of the sorted unique `ids` under all groupings: the index of
     the component's smallest id."""
-    nodes = pl.DataFrame({"id": ids}).with_row_index("node")
+    nodes = pl.DataFrame({"id": ids}, schema={"id": pl.String}).with_row_index("node")
     a, b = [], []
     for k in keyed:
         j = k.unique().join(nodes, on="id", how="inner")
@@ -164,7 +165,10 @@ def assign_splits(
     ids = sorted(set(items["id"].to_list()))
     keyed = [k for _, k in groupings(items, clusters, shapes, e)]
     label = group_ids(ids, keyed)
-    df = pl.DataFrame({"id": ids, "export_group": label.astype(np.int64)})
+    df = pl.DataFrame(
+        {"id": ids, "export_group": label.astype(np.int64)},
+        schema={"id": pl.String, "export_group": pl.Int64},
+    )
     g = df.group_by("export_group").agg(pl.len().alias("n"), pl.col("id").min().alias("key"))
     ratios = list(e.ratios)
     g = g.with_columns(late=pl.lit(False))
@@ -408,9 +412,10 @@ def print_summary(m: dict[str, Any] | None) -> None:
     for s, r in zip(SPLITS, m["ratios"], strict=True):
         t.add_row(s, str(c[s]), f"{100 * c[s] / n:.2f}%", f"{100 * r:.2f}%", str(c[f"groups_{s}"]))
     console.print(t)
-    console.print(f"export rule: {m['split_rule']}")
+    console.print(Text(f"export rule: {m['split_rule']}"))
     dev = max(abs(100 * c[s] / n - 100 * r) for s, r in zip(SPLITS, m["ratios"], strict=True))
-    off = f"; max deviation from ratios {dev:.2f} pp" if m.get("split_by") == "ratio" else ""
+    ratio = m.get("split_by") == "ratio" and c["items_in"] > 0
+    off = f"; max deviation from ratios {dev:.2f} pp" if ratio else ""
     console.print(
         f"export: {c['items_in']} items in {c['groups']} groups -> "
         + ", ".join(f"{s} {c[s]} ({100 * c[s] / n:.2f}%)" for s in SPLITS)

@@ -23,6 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.errors import EnvError, UsageError
+
 MANIFEST = "manifest.json"
 PARQUET_OPTS = dict(compression="zstd", write_statistics=True)
 _VERSIONED = (
@@ -36,8 +38,64 @@ _VERSIONED = (
 )
 
 
-class StageFailed(Exception):
-    """A stage cannot go on; the message is one line a user can act on (the CLI exits 2)."""
+class StageFailed(UsageError):
+    """A stage cannot go on; the message is one line a user can act on (the CLI exits 2, or
+    the subclass's exit_code)."""
+
+
+class RunBusy(EnvError):
+    """Another editcurate process holds the run folder."""
+
+
+LOCK = ".lock"
+
+
+@contextmanager
+def run_lock(run_dir: Path, root: Path | None = None, create: bool = True) -> Iterator[None]:
+    """Hold the run folder for one command: a second run on it fails naming the holder's pid.
+
+    flock, so a holder that died releases it (a stale lock file is just reused). With `root`,
+    the run folder and its stage folders must resolve inside it: no `..`, no symlink out.
+    """
+    import fcntl
+
+    if root is not None:
+        check_inside(run_dir, root)
+    if not create and not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: no such run folder")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").split() or ["?"]
+            raise RunBusy(
+                f"{run_dir}: in use by another editcurate process (pid {holder[0]}); "
+                "wait for it to finish or use another run.name"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(
+            fd, f"{os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0
+        )
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def check_inside(run_dir: Path, root: Path) -> None:
+    """UsageError unless run_dir and every stage folder in it resolve inside root."""
+    base = root.resolve()
+    for p in [run_dir, *(run_dir.iterdir() if run_dir.is_dir() else [])]:
+        if p != run_dir and not p.is_dir():
+            continue
+        real = p.resolve()
+        if real != base and base not in real.parents:
+            raise UsageError(
+                f"{p}: resolves to {real}, outside the run root {base} "
+                "(a run name with '..', or a symlink out of the run folder)"
+            )
 
 
 def package_versions() -> dict[str, str]:

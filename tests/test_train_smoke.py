@@ -193,6 +193,9 @@ def test_classify_sweep_moving_positions():
 
 def test_cli_needs_shapes(tmp_path, cli):
     res = cli("smoke-train", tmp_path / "nope", ok=False)
+    assert res.exit_code == 2 and "nope: no such run folder" in res.output
+    (tmp_path / "nope").mkdir()
+    res = cli("smoke-train", tmp_path / "nope", ok=False)
     assert res.exit_code == 2 and "run `editcurate shapes` first" in res.output
 
 

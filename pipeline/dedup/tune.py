@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.config import DedupConfig
 from pipeline.console import console
@@ -347,7 +348,7 @@ def print_tune(res: dict[str, Any]) -> None:
         bt.add_column(r["b"], overflow="fold")
         ia, ib = items.get(r["a"], {}), items.get(r["b"], {})
         for f in ("path", "before", "after", "comment"):
-            bt.add_row(f, _clip(ia.get(f, "")), _clip(ib.get(f, "")))
+            bt.add_row(f, Text(_clip(ia.get(f, ""))), Text(_clip(ib.get(f, ""))))  # data
         console.print(bt)
     pr = res["pr"]
     if pr is not None:
@@ -366,4 +367,4 @@ def print_tune(res: dict[str, Any]) -> None:
             )
         console.print(pt)
         console.print(f"tune: best threshold by F1: {best_threshold(pr)}")
-    console.print(f"tune: wrote {res['out']} (sweep.csv, sweep.png, borderline.csv)")
+    console.print(Text(f"tune: wrote {res['out']} (sweep.csv, sweep.png, borderline.csv)"))

@@ -154,8 +154,26 @@ def funnel(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
     return {
         "stages": stages,
         "reasons": reasons,
+        "empty": empty_reason(stages, reasons),
         "conservation": {"ok": not problems, "problems": problems, "passed": passed},
     }
+
+
+def empty_reason(stages: list[dict[str, Any]], reasons: list[dict[str, Any]]) -> str | None:
+    """Why the curated corpus is empty (None when it is not): the stage that removed the last
+    items and its largest reasons."""
+    if not stages or stages[-1]["out"] > 0:
+        return None
+    last = next(s for s in stages if s["out"] == 0)
+    if last["stage"] == "ingest" and last["in"] == 0:
+        return "The curated corpus is empty: the sources held no records."
+    why = [r for r in reasons if r["stage"] == last["stage"]][:3]
+    because = "; ".join(f"{r['reason']}: {r['items']}" for r in why) or "no reason recorded"
+    what = "record" if last["stage"] == "ingest" else "item"
+    return (
+        f"The curated corpus is empty: {last['stage']} removed every {what} it received "
+        f"({last['in']}): {because}."
+    )
 
 
 def distributions(items: pl.DataFrame, out: Path) -> dict[str, Any]:

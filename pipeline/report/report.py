@@ -130,7 +130,7 @@ def build(
                 f"report: no {s} output in {run_dir / s}; run `editcurate run` first"
             )
     shp = read_shapes(run_dir)
-    if shp is not None and scope not in set(shp["scope"].unique()):
+    if shp is not None and shp.height and scope not in set(shp["scope"].unique()):
         have = ", ".join(sorted(shp["scope"].unique()))
         raise ReportFailed(f"report: no shape scope {scope!r} in shapes.parquet (has: {have})")
     out = run_dir / "report" / "plots"

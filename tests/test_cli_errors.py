@@ -1,0 +1,159 @@
+"""Failures a user meets: one line (never Rich markup), the documented exit code, no
+traceback, nothing written outside the run root, one process per run folder, empty corpora."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.runs import run_lock
+from tests.conftest import toml_config
+
+GOOD = [{"before": f"x = {i}", "after": f"y = {i}", "comment": f"rename x{i}"} for i in range(4)]
+SRC = '[[ingest.sources]]\nkind = "table"\npath = "d.jsonl"\n'
+
+
+def data(tmp_path: Path, rows: list[dict] | None = None) -> Path:
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows or GOOD))
+    return toml_config(tmp_path, SRC)
+
+
+def one_error_line(res) -> str:
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1, res.output
+    assert "Traceback" not in res.output
+    return lines[0]
+
+
+def test_invalid_toml_is_one_line_exit_2(tmp_path, cli):
+    p = tmp_path / "c.toml"
+    p.write_text("[run\nname = 1\n")
+    line = one_error_line(cli("ingest", "--config", p, ok=False))
+    assert str(p) in line and "invalid TOML" in line
+    assert cli("ingest", "--config", p, ok=False).exit_code == 2
+
+
+def test_a_folder_or_binary_file_as_config_is_a_config_error(tmp_path, cli):
+    res = cli("run", "--config", tmp_path, ok=False)
+    assert res.exit_code == 2 and "is a folder" in one_error_line(res)
+    (tmp_path / "b.toml").write_bytes(b"\xff\xfe\x00garbage")
+    res = cli("run", "--config", tmp_path / "b.toml", ok=False)
+    assert res.exit_code == 2 and "not UTF-8" in one_error_line(res)
+
+
+def test_markup_in_an_error_is_printed_as_written(tmp_path, cli):
+    cfg = toml_config(tmp_path, '[[ingest.sources]]\nkind = "table"\npath = "[bold]x[/].jsonl"\n')
+    res = cli("ingest", "--config", cfg, ok=False)
+    assert "[bold]x[/].jsonl" in one_error_line(res)
+
+
+@pytest.mark.parametrize("name", ["../x", "/tmp/abs", "a/b", "..", " x"])
+def test_run_name_cannot_leave_the_run_root(tmp_path, cli, name):
+    cfg = data(tmp_path)
+    res = cli("run", "--config", cfg, "--set", f"run.name={json.dumps(name)}", ok=False)
+    assert res.exit_code == 2 and "run.name" in one_error_line(res)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl", "editcurate.toml"]
+
+
+def test_a_symlink_out_of_the_run_root_is_refused(tmp_path, cli):
+    cfg = data(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "t").symlink_to(outside)
+    res = cli("ingest", "--config", cfg, ok=False)
+    assert res.exit_code == 2 and "outside the run root" in one_error_line(res)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_second_process_on_the_run_folder_fails_naming_the_holder(tmp_path, cli):
+    cfg = data(tmp_path)
+    run_dir = tmp_path / "runs" / "t"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from pipeline.runs import run_lock\n"
+            "with run_lock(Path(sys.argv[1])):\n"
+            "    print('held', flush=True); time.sleep(30)\n",
+            str(run_dir),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        res = cli("run", "--config", cfg, ok=False)
+        assert res.exit_code == 3
+        assert f"pid {holder.pid}" in one_error_line(res)
+        assert not (run_dir / "ingest").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died without cleaning up: its lock file is stale and simply reused
+    assert (run_dir / ".lock").exists()
+    cli("ingest", "--config", cfg)
+
+
+def test_run_lock_is_reentrant_across_sequential_commands(tmp_path):
+    with run_lock(tmp_path / "r"):
+        pass
+    t = time.time()
+    with run_lock(tmp_path / "r"):
+        assert time.time() - t < 1
+
+
+def test_an_ingest_where_every_record_failed_exits_1(tmp_path, cli):
+    (tmp_path / "d.jsonl").write_text("{broken\nnot json either\n")
+    res = cli("run", "--config", toml_config(tmp_path, SRC), ok=False)
+    assert res.exit_code == 1
+    assert "every one of 2 records failed" in one_error_line(res)
+    assert not (tmp_path / "runs" / "t" / "filter").exists()
+
+
+def test_a_corpus_filtered_to_nothing_finishes_and_says_why(tmp_path, cli):
+    rows = [{"before": "a", "after": "a", "comment": "same"}] * 2  # no-ops: all dropped
+    res = cli("run", "--config", data(tmp_path, rows))
+    assert res.exit_code == 0, res.output
+    run = tmp_path / "runs" / "t"
+    for split in ("train", "validation", "test"):
+        assert (run / "export" / f"{split}.parquet").exists()
+    md = (run / "report" / "report.md").read_text()
+    assert "The curated corpus is empty: filter removed every item" in md
+    assert cli("verify", run).exit_code == 0
+
+
+def test_an_unforeseen_failure_is_one_line_and_debug_shows_the_traceback(
+    tmp_path, cli, monkeypatch
+):
+    import pipeline.filter as filter_stage
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom [bold]x[/]")
+
+    monkeypatch.setattr(filter_stage, "run", boom)
+    cfg = data(tmp_path)
+    res = cli("run", "--config", cfg, ok=False)
+    assert res.exit_code == 1
+    line = one_error_line(res)
+    assert "internal error: RuntimeError: kaboom [bold]x[/]" in line and "--debug" in line
+    res = cli("--debug", "run", "--config", cfg, ok=False)
+    assert isinstance(res.exception, RuntimeError)
+
+
+def test_an_os_error_is_one_line_exit_3(tmp_path, cli, monkeypatch):
+    import pipeline.filter as filter_stage
+
+    def denied(*a, **k):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "x.parquet"))
+
+    monkeypatch.setattr(filter_stage, "run", denied)
+    res = cli("run", "--config", data(tmp_path), ok=False)
+    assert res.exit_code == 3, res.output
+    assert one_error_line(res) == f"error: {tmp_path / 'x.parquet'}: Permission denied"
