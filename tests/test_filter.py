@@ -21,6 +21,7 @@ from tests.conftest import shared, toml_config
 DEFAULT = load_rules(RULES_DIR / "default.yaml")
 STRICT = load_rules(RULES_DIR / "strict.yaml")
 GH_TOKEN = "ghp_" + "a1B2c3D4e5" * 4  # 40 chars after the prefix
+PEM_BODY = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"  # one 64-char line
 
 
 def item(**kw) -> dict:
@@ -66,7 +67,7 @@ CAUGHT = [
     # (fields, rule, words the reason must contain)
     (dict(after=f"token = '{GH_TOKEN}'"), "secret", "github_token in after"),
     (
-        dict(context="-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"),
+        dict(context=f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"),
         "secret",
         "private_key in context",
     ),
@@ -84,10 +85,10 @@ CAUGHT = [
     (dict(path="poetry.lock"), "lock_file", "'*.lock'"),
     (dict(path="web/package-lock.json"), "lock_file", "'package-lock.json'"),
     (dict(path="api/v1/service_pb2.py"), "generated_file", "'*_pb2.py'"),
-    (dict(path="docs/_build/html/index.html"), "generated_file", "'docs/_build/'"),
+    (dict(path="docs/_build/html/index.html"), "generated_file", "'_build/'"),
     (dict(path="vendor/github.com/x/y.go"), "vendored_file", "'vendor/'"),
     (dict(path="web/node_modules/react/index.js"), "vendored_file", "'node_modules/'"),
-    (dict(path="static/app.min.js"), "minified_file", "'*.min.js'"),
+    (dict(path="static/app.min.js"), "generated_file", "'*.min.js'"),
     (dict(author="dependabot[bot]", author_is_bot=True), "bot_author", "(author_is_bot)"),
     (dict(author="docs-bot"), "bot_author", "matches '-bot$'"),
     (dict(comment="[pre-commit.ci] pre-commit autoupdate"), "bot_comment", "pre_commit_ci"),
@@ -132,7 +133,7 @@ NOT_CAUGHT = [
     dict(path="src/locker.py"),
     dict(path="src/vendors.py"),
     dict(path="tools/minify.js"),
-    dict(path="docs/lockfile.md"),
+    dict(path="tools/lockfile.py"),
     dict(before="key = 'AKIASDFASDF'"),  # too short for an AWS key id
     dict(after="URL = 'https://user@example.com/x'"),  # no password
     dict(after="URL = 'https://${USER}:${TOKEN}@github.com/x'"),  # placeholders
@@ -149,10 +150,14 @@ def test_default_rules_keep_what_they_must_not_catch(fields):
     assert decide(**fields) == (None, None, [])
 
 
-def test_a_blank_line_removal_is_not_a_noop_but_is_flagged_whitespace_only():
+def test_a_blank_line_removal_is_not_a_noop_but_a_blank_edit():
     for removed, added in ((1, 0), (0, 1)):
         got = decide(before="", after="", lines_removed=removed, lines_added=added)
-        assert got == (None, None, ["whitespace_only"])
+        assert got == (
+            "blank_edit",
+            "before and after are blank (empty or whitespace only)",
+            ["whitespace_only"],
+        )
 
 
 def test_whitespace_only_edits_are_kept_with_a_flag():
@@ -444,8 +449,14 @@ def test_shared_pre_commit_hooks_bot_autoupdates_are_caught(tmp_path, cli):
     assert kept.filter(pl.col("author") == "pre-commit-ci[bot]").height == 0
     assert kept.filter(pl.col("comment").str.starts_with("[pre-commit.ci]")).height == 0
     assert rej.filter(pl.col("rule") == "bot_author").height == 214
-    blank = kept.filter((pl.col("before") == "") & (pl.col("after") == ""))
-    assert blank.height == 44  # blank-line additions/removals are kept, not no-ops
+    blank = (pl.col("before") == "") & (pl.col("after") == "")
+    assert kept.filter(blank).height == 0  # blank-line additions/removals: not no-ops, but blank
+    assert rej.filter(blank & (pl.col("rule") == "blank_edit")).height == 44
     noop = rej.filter(pl.col("rules").list.contains("noop"))
     assert noop.height == 7  # 2 of them recorded under `secret`, the earlier rule
     assert noop.filter(pl.col("rule") == "noop").height == 5
+    counts = dict(rej.group_by("rule").len().iter_rows())
+    assert counts["changelog_entry"] == 55  # release entries added whole to CHANGELOG(.md)
+    assert counts["formatter_commit"] == 73  # add-trailing-comma / pyupgrade runs, fixups
+    assert counts["secret"] == 12  # AWS-shaped test fixtures; PEM header mentions are not keys
+    assert "revert_commit" not in counts

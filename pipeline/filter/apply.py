@@ -1,4 +1,4 @@
-"""Rules -> polars expressions -> kept / rejected, with counts; and a per-row reference.
+"""Rules -> polars expressions -> kept / rejected, with counts (reference.py: the per-row oracle).
 
 Each active rule becomes one boolean expression, evaluated over a whole batch at once. Rules
 run in order: an item matched by several drop rules is rejected under the first (`rule`,
@@ -8,18 +8,26 @@ never quote matched text; secrets are masked in every output column a secret rul
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from pipeline.filter.reference import reference_decide
+from pipeline.filter.regex import (
+    BLANK_RE,
+    FORMAT_STRIP_RE,
+    IMPORT_KEYWORD_RE,
+    IMPORT_LINE_RE,
+    TOKEN_RE,
+    combine,
+    with_flags,
+)
 from pipeline.filter.rules import Rule, RuleSet
-from pipeline.ingest.base import count_lines
 from pipeline.schema import ITEM_SCHEMA
 
 ITEM_COLS = ITEM_SCHEMA.names
-TOKEN_RE = r"\w+|[^\w\s]"  # the code-aware tokens dedup shingles on
+__all__ = ["FilterResult", "apply_rules", "reference_decide"]
 
 
 def _text(f: str) -> pl.Expr:
@@ -53,16 +61,62 @@ def _measure(rule: Rule) -> pl.Expr:
 
 
 def _rx(rule: Rule, pat: str) -> str:
-    return ("(?i)" if rule.params.get("ignore_case") else "") + pat
+    return with_flags(pat, bool(rule.params.get("ignore_case")))
 
 
-def _any_pattern(rule: Rule, f: str) -> pl.Expr:
+def _any_pattern(rule: Rule, f: str, key: str = "patterns") -> pl.Expr:
     """One combined regex per field: a single scan over the column."""
-    flag = "i" if rule.params.get("ignore_case") else ""
-    combined = "|".join(
-        f"(?{flag}:{p})" if flag else f"(?:{p})" for _, p in rule.params["patterns"]
+    pats = [p for _, p in rule.params[key]]
+    return _text(f).str.contains(combine(pats, bool(rule.params.get("ignore_case"))))
+
+
+def _blank(f: str) -> pl.Expr:
+    return _text(f).str.contains(BLANK_RE)
+
+
+def _path_hit(rule: Rule) -> pl.Expr:
+    """A glob matches the path, no `except` glob does, and (before_blank) the item only adds."""
+    hit = _any_pattern(rule, "path")
+    if rule.params["except_patterns"]:
+        hit = hit & ~_any_pattern(rule, "path", "except_patterns")
+    if rule.params["before_blank"]:
+        hit = hit & _blank("before")
+    return hit
+
+
+def _format_only() -> pl.Expr:
+    """Equal once formatting is removed, or import lines that only changed order.
+
+    The import test's regexes and word lists run only on hunks in an import block (others
+    see ""): it is the costly part, and few hunks need it.
+    """
+
+    def norm(f: str) -> pl.Expr:
+        return _text(f).str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
+
+    in_imports = pl.any_horizontal(
+        [_text(f).str.contains(IMPORT_KEYWORD_RE) for f in ("before", "after", "context")]
     )
-    return _text(f).str.contains(combined)
+
+    def only_if(cond: pl.Expr, f: str) -> pl.Expr:
+        return pl.when(cond).then(_text(f)).otherwise(pl.lit(""))
+
+    def imports_only(f: str) -> pl.Expr:
+        return only_if(in_imports, f).str.replace_all(IMPORT_LINE_RE, "").str.contains(BLANK_RE)
+
+    candidate = in_imports & imports_only("before") & imports_only("after")
+
+    def words(f: str) -> pl.Expr:
+        return only_if(candidate, f).str.extract_all(r"\w+").list.sort()
+
+    reordered = candidate & (words("before") == words("after"))
+    return ((norm("before") == norm("after")) | reordered) & ~_same_but_whitespace()
+
+
+def _same_but_whitespace() -> pl.Expr:
+    """Equal once all whitespace is removed (no-ops included)."""
+    ws = r"\s+"
+    return _text("before").str.replace_all(ws, "") == _text("after").str.replace_all(ws, "")
 
 
 def _noop() -> pl.Expr:
@@ -83,13 +137,15 @@ def _hit(rule: Rule) -> pl.Expr:
     if t == "noop":
         return _noop()
     if t == "whitespace_only":
-        ws = r"\s+"
-        same = _text("before").str.replace_all(ws, "") == _text("after").str.replace_all(ws, "")
-        return same & ~_noop()
+        return _same_but_whitespace() & ~_noop()
+    if t == "format_only":
+        return _format_only()
+    if t == "blank":
+        return pl.all_horizontal([_blank(f) for f in p["field"]])
     if t in ("regex", "secret"):
         return pl.any_horizontal([_any_pattern(rule, f) for f in p["field"]])
     if t == "path":
-        return _any_pattern(rule, "path")
+        return _path_hit(rule)
     if t == "bot_author":
         conds = [pl.col("author_is_bot")] if p["use_author_is_bot"] else []
         if p["patterns"]:
@@ -101,7 +157,7 @@ def _hit(rule: Rule) -> pl.Expr:
 
 
 def _when_chain(cases: list[tuple[pl.Expr, pl.Expr]], default: pl.Expr) -> pl.Expr:
-    expr = None
+    expr: Any = None  # a when/then chain
     for cond, val in cases:
         expr = pl.when(cond).then(val) if expr is None else expr.when(cond).then(val)
     return default if expr is None else expr.otherwise(default)
@@ -125,13 +181,20 @@ def _reason(rule: Rule) -> pl.Expr:
         return lit("before == after and as many lines removed as added")
     if t == "whitespace_only":
         return lit("before and after differ only in whitespace")
+    if t == "format_only":
+        return lit(
+            "before and after differ only in formatting (commas, quote style) or import order"
+        )
+    if t == "blank":
+        are = "are" if len(p["field"]) > 1 else "is"
+        return lit(f"{' and '.join(p['field'])} {are} blank (empty or whitespace only)")
     if t in ("regex", "secret", "path"):
         fields = ("path",) if t == "path" else p["field"]
-        verb = "in" if t == "secret" else "matches"
+        added = " and before is blank (text added whole)" if p.get("before_blank") else ""
         cases = [
             (
                 _text(f).str.contains(_rx(rule, pat)),
-                lit(f"{label} in {f}" if t == "secret" else f"{f} {verb} {label!r}"),
+                lit(f"{label} in {f}" if t == "secret" else f"{f} matches {label!r}{added}"),
             )
             for f in fields
             for label, pat in p["patterns"]
@@ -267,49 +330,3 @@ def apply_rules(items: pl.DataFrame, rules: RuleSet) -> FilterResult:
         overlaps=overlaps,
         masked=counts["__masked"],
     )
-
-
-def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """The same rules, one item at a time in plain Python `re`: (first drop rule, flags).
-
-    Slow on purpose: the tests check the vectorised path against it, the bench uses it as its
-    baseline.
-    """
-    first, flags = None, []
-
-    def txt(f: str) -> str:
-        return row.get(f) or ""
-
-    def search(r: Rule, f: str) -> bool:
-        return any(re.search(_rx(r, p), txt(f)) for _, p in r.params["patterns"])
-
-    for r in rules.active:
-        t, p = r.type, r.params
-        noop = txt("before") == txt("after") and row["lines_removed"] == row["lines_added"]
-        if t == "length":
-            fn = {
-                "chars": len,
-                "lines": count_lines,
-                "tokens": lambda s: len(re.findall(TOKEN_RE, s)),
-                "line_chars": lambda s: max(len(x) for x in s.split("\n")),
-            }[p["unit"]]
-            vals = [fn(txt(f)) for f in p["field"]]
-            v = max(vals) if p["unit"] == "line_chars" else sum(vals)
-            hit = (p["min"] is not None and v < p["min"]) or (p["max"] is not None and v > p["max"])
-        elif t == "noop":
-            hit = noop
-        elif t == "whitespace_only":
-            hit = not noop and re.sub(r"\s+", "", txt("before")) == re.sub(r"\s+", "", txt("after"))
-        elif t in ("regex", "secret"):
-            hit = any(search(r, f) for f in p["field"])
-        elif t == "path":
-            hit = search(r, "path")
-        elif t == "bot_author":
-            hit = (p["use_author_is_bot"] and bool(row["author_is_bot"])) or search(r, "author")
-        else:
-            hit = row["language"] not in p["allow"]
-        if hit and r.action == "flag":
-            flags.append(r.name)
-        elif hit and first is None:
-            first = r.name
-    return first, flags

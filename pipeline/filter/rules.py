@@ -2,7 +2,7 @@
 
 A bad rules file fails at load time with one message naming the file, the rule and the problem:
 an unknown type or key, a field that is not an item text field, a regex that is invalid, that
-can backtrack catastrophically, or that polars (the Rust regex crate) cannot run.
+can backtrack catastrophically, or that polars (the Rust regex crate) cannot run (regex.py).
 """
 
 from __future__ import annotations
@@ -11,19 +11,12 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-import polars as pl
 import yaml
 
 from pipeline.config import Config, canonical_text
-
-try:  # Python 3.11+
-    from re import _constants as sre_c
-    from re import _parser as sre_parse
-except ImportError:  # pragma: no cover - 3.10
-    import sre_constants as sre_c  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+from pipeline.filter.regex import check_combined, check_pattern, glob_to_regex
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
 TEXT_FIELDS = (
@@ -100,8 +93,10 @@ def _strlist(v: Any, fail, key: str) -> tuple[str, ...]:
     return tuple(v)
 
 
-def _patterns(v: Any, fail) -> tuple[tuple[str, str], ...]:
-    """A list of regexes (each its own label) or a mapping label -> regex."""
+def _patterns(
+    v: Any, fail, key: str = "patterns", what: str = "regex"
+) -> tuple[tuple[str, str], ...]:
+    """A list of regexes (each its own label) or a mapping label -> regex; globs alike."""
     if isinstance(v, dict):
         items = list(v.items())
     elif isinstance(v, list):
@@ -109,7 +104,7 @@ def _patterns(v: Any, fail) -> tuple[tuple[str, str], ...]:
     else:
         items = []
     if not items or not all(isinstance(k, str) and isinstance(p, str) and p for k, p in items):
-        fail("`patterns` must be a non-empty list of regexes or a mapping name -> regex")
+        fail(f"`{key}` must be a non-empty list of {what}s or a mapping name -> {what}")
     return tuple(items)
 
 
@@ -135,6 +130,8 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
     },
     "noop": {},
     "whitespace_only": {},
+    "format_only": {},
+    "blank": {"field": (False, ("before", "after"))},
     "regex": {"field": (True, None), "patterns": (True, None), "ignore_case": (False, False)},
     "secret": {
         "field": (False, SECRET_FIELDS),
@@ -146,7 +143,12 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
         "ignore_case": (False, True),
         "use_author_is_bot": (False, True),
     },
-    "path": {"globs": (True, None), "ignore_case": (False, False)},
+    "path": {
+        "globs": (True, None),
+        "except": (False, ()),
+        "ignore_case": (False, False),
+        "before_blank": (False, False),
+    },
     "language": {"allow": (True, None)},
 }
 _COMMON = ("name", "type", "action", "enabled", "description")
@@ -156,13 +158,13 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
     """One rule dict from YAML -> a Rule, or RulesError naming the file, the rule, the problem."""
     name = d.get("name")
 
-    def fail(msg: str):
+    def fail(msg: str) -> NoReturn:
         raise RulesError(f"{where}: rule '{name}': {msg}")
 
     if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise RulesError(f"{where}: rule name {name!r} must be lower_snake_case")
     typ = d.get("type")
-    if typ not in _TYPES:
+    if not isinstance(typ, str) or typ not in _TYPES:
         fail(f"unknown rule type {typ!r}; types: {', '.join(_TYPES)}")
     spec = _TYPES[typ]
     unknown = sorted(set(d) - set(_COMMON) - set(spec))
@@ -188,7 +190,9 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
             params[key] = _fields(v, fail)
         elif key == "patterns":
             params[key] = _patterns(v, fail)
-        elif key in ("globs", "allow"):
+        elif key in ("globs", "except"):
+            params[key] = () if key == "except" and v == [] else _patterns(v, fail, key, "glob")
+        elif key == "allow":
             params[key] = _strlist(v, fail, key)
         elif key == "unit":
             if v not in UNITS:
@@ -204,144 +208,22 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
             fail("a length rule needs `min`, `max` or both")
         if lo is not None and hi is not None and lo > hi:
             fail(f"min {lo} > max {hi}")
-    if typ == "path":
-        params["patterns"] = tuple((g, glob_to_regex(g)) for g in params.pop("globs"))
+    if typ == "path":  # globs stay as written (the canonical form); patterns are their regexes
+        params["patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["globs"])
+        params["except_patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["except"])
     if typ == "bot_author" and not params["patterns"] and not params["use_author_is_bot"]:
         fail("a bot_author rule needs `patterns` or `use_author_is_bot: true`")
-    for label, pat in params.get("patterns", ()):
+    for label, pat in (*params.get("patterns", ()), *params.get("except_patterns", ())):
         problem = check_pattern(pat, params.get("ignore_case", False))
         if problem:
             fail(f"pattern {label!r}: {problem}" if label != pat else problem)
-    if typ == "path":  # keep the globs (what a user wrote) as the canonical form
-        params = {"globs": tuple(g for g, _ in params["patterns"]), **params}
+    for key in ("patterns", "except_patterns"):
+        problem = check_combined(
+            [p for _, p in params.get(key, ())], params.get("ignore_case", False)
+        )
+        if problem:
+            fail(problem)
     return Rule(name, typ, action, enabled, params, where)
-
-
-def check_pattern(pattern: str, ignore_case: bool = False) -> str | None:
-    """Why a regex cannot be used (invalid, backtracks catastrophically, not Rust), or None.
-
-    Patterns must be in the subset that both Python `re` (the per-row reference) and the Rust
-    regex crate (polars) accept.
-    """
-    full = ("(?i)" if ignore_case else "") + pattern
-    try:
-        tree = sre_parse.parse(full)
-    except re.error as e:
-        return f"invalid regex {pattern!r}: {e}"
-    bad = _backtracking(tree)
-    if bad:
-        return f"regex {pattern!r} can backtrack catastrophically: {bad}"
-    try:
-        pl.Series([""], dtype=pl.String).str.contains(full)
-    except pl.exceptions.PolarsError as e:
-        lines = [ln.strip() for ln in str(e).splitlines()]
-        why = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "")
-        return (
-            f"regex {pattern!r} is not supported by polars (Rust regex: no look-around, "
-            f"no backreferences): {why}"
-        )
-    return None
-
-
-_REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT} | (
-    {sre_c.POSSESSIVE_REPEAT} if hasattr(sre_c, "POSSESSIVE_REPEAT") else set()
-)
-
-
-def _children(op, av) -> list:
-    if op in _REPEATS:
-        return [av[2]]
-    if op is sre_c.SUBPATTERN:
-        return [av[-1]]
-    if op is sre_c.BRANCH:
-        return list(av[1])
-    if op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
-        return [av[1]]
-    if getattr(sre_c, "ATOMIC_GROUP", None) is op:
-        return [av]
-    if op is sre_c.GROUPREF_EXISTS:
-        return [b for b in av[1:] if b is not None]
-    return []
-
-
-def _has_unbounded(sub) -> bool:
-    for op, av in sub:
-        if op in _REPEATS and av[1] == sre_c.MAXREPEAT:
-            return True
-        if any(_has_unbounded(c) for c in _children(op, av)):
-            return True
-    return False
-
-
-def _overlapping_branch(sub) -> bool:
-    """A branch where one alternative's text is a prefix of another's, like (a|aa)."""
-    for op, av in sub:
-        if op is sre_c.BRANCH:
-            alts = list(av[1])
-            lits = [
-                "".join(chr(c) for o, c in a) if all(o is sre_c.LITERAL for o, _ in a) else None
-                for a in alts
-            ]
-            for i in range(len(alts)):
-                for j in range(len(alts)):
-                    if i == j:
-                        continue
-                    if lits[i] is not None and lits[j] is not None:
-                        if lits[j].startswith(lits[i]):
-                            return True
-                    elif str(alts[i]) == str(alts[j]):
-                        return True
-        if op not in _REPEATS and any(_overlapping_branch(c) for c in _children(op, av)):
-            return True
-    return False
-
-
-def _backtracking(sub) -> str | None:
-    """Conservative: an unbounded repeat over another unbounded repeat or an overlapping branch.
-
-    The Rust engine polars uses is linear-time anyway; the check keeps rules safe for any
-    backtracking engine (the per-row reference uses Python `re`).
-    """
-    for op, av in sub:
-        if op in _REPEATS and av[1] == sre_c.MAXREPEAT:
-            if _has_unbounded(av[2]):
-                return "an unbounded repeat inside another, like (a+)+; rewrite it without nesting"
-            if _overlapping_branch(av[2]):
-                return "a repeated alternation whose branches overlap, like (a|aa)+"
-        for c in _children(op, av):
-            bad = _backtracking(c)
-            if bad:
-                return bad
-    return None
-
-
-def glob_to_regex(glob: str) -> str:
-    """Path glob -> regex. No `/`: any file of that name; trailing `/`: a folder anywhere.
-
-    `*` is any run within one path part, `**` any run across parts, `?` one character.
-    """
-    out = []
-    i = 0
-    while i < len(glob):
-        c = glob[i]
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        out.append(
-            "[^/]*"
-            if c == "*"
-            else "[^/]"
-            if c == "?"
-            else "\\" + c
-            if c in ".^$+(){}[]|\\-"
-            else c
-        )
-        i += 1
-    body = "".join(out)
-    if glob.startswith("/"):
-        return "^" + body[1:] + ("" if glob.endswith("/") else "$")
-    return "(?:^|/)" + body + ("" if glob.endswith("/") else "$")
 
 
 _TOP_KEYS = ("name", "description", "include", "override", "rules")

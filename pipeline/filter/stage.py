@@ -7,11 +7,11 @@ what it dropped, flagged and also matched, and which drop rules overlapped.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from rich.table import Table
 
 from pipeline.config import Config
@@ -93,7 +93,8 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
     ):
         task = bar.add_task("filter", total=total)
         for batch in src.iter_batches(batch_size=cfg.filter.batch_size):
-            res = apply_rules(pl.from_arrow(pa.Table.from_batches([batch])), rules)
+            frame = cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches([batch])))
+            res = apply_rules(frame, rules)
             kept_w.write_table(_arrow(res.kept, KEPT_SCHEMA))
             rej_w.write_table(_arrow(res.rejected, REJECTED_SCHEMA))
             for acc, part in (
@@ -102,8 +103,9 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
                 (flagged, res.flagged),
                 (overlaps, res.overlaps),
             ):
+                counter: dict[Any, int] = acc
                 for k, v in part.items():
-                    acc[k] = acc.get(k, 0) + v
+                    counter[k] = counter.get(k, 0) + v
             masked += res.masked
             bar.advance(task, batch.num_rows)
     sr.record_output("kept.parquet", "items")

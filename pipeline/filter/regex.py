@@ -1,0 +1,201 @@
+"""Regex safety and path globs: what a rules file may ask the regex engines to run.
+
+Patterns must be in the subset that both Python `re` (the per-row reference) and the Rust regex
+crate (polars) accept, and must not backtrack catastrophically in a backtracking engine.
+Path globs are translated here into that same subset.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+try:  # Python 3.11+
+    from re import _constants as sre_c  # type: ignore[attr-defined]
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - 3.10
+    import sre_constants as sre_c  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
+
+TOKEN_RE = r"\w+|[^\w\s]"  # the code-aware tokens dedup shingles on
+BLANK_RE = r"^\s*$"  # empty or whitespace only (Python: re.fullmatch(r"\s*", text))
+# format_only: what a formatter changes (whitespace, commas, quote style) or an import sorter
+# (the order of names on import lines: a hunk of only import lines with the same words).
+FORMAT_STRIP_RE = r"[\s,]+"
+IMPORT_LINE_RE = (
+    r"(?m)^[ \t]*(?:(?:from|import)[ \t][^\n]*|[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?,?|[()])[ \t]*$"
+)
+IMPORT_KEYWORD_RE = r"(?m)^[ \t]*(?:from|import)[ \t]"  # the hunk is in an import block
+
+
+def with_flags(pattern: str, ignore_case: bool) -> str:
+    return ("(?i)" if ignore_case else "") + pattern
+
+
+def check_pattern(pattern: str, ignore_case: bool = False) -> str | None:
+    """Why a regex cannot be used (invalid, backtracks catastrophically, not Rust), or None.
+
+    Patterns must be in the subset that both Python `re` (the per-row reference) and the Rust
+    regex crate (polars) accept.
+    """
+    full = ("(?i)" if ignore_case else "") + pattern
+    try:
+        tree = sre_parse.parse(full)
+    except re.error as e:
+        return f"invalid regex {pattern!r}: {e}"
+    bad = _backtracking(tree)
+    if bad:
+        return f"regex {pattern!r} can backtrack catastrophically: {bad}"
+    why = _polars_problem(full)
+    if why and "size limit" in why:
+        return f"regex {pattern!r} is too large for polars (Rust regex): {why}{_SMALLER}"
+    if why:
+        return (
+            f"regex {pattern!r} is not supported by polars (Rust regex: no look-around, "
+            f"no backreferences): {why}"
+        )
+    return None
+
+
+_SMALLER = "; use ASCII classes like [A-Za-z0-9_] rather than \\w inside bounded repeats {m,n}"
+
+
+def _polars_problem(regex: str) -> str | None:
+    try:
+        pl.Series([""], dtype=pl.String).str.contains(regex)
+    except pl.exceptions.PolarsError as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        why = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "?")
+        return why.rstrip(".")
+    return None
+
+
+def combine(patterns: list[str], ignore_case: bool = False) -> str:
+    """One regex that matches where any pattern does: the vectorised path scans a column once."""
+    return "|".join(f"(?i:{p})" if ignore_case else f"(?:{p})" for p in patterns)
+
+
+def check_combined(patterns: list[str], ignore_case: bool = False) -> str | None:
+    """Why a rule's patterns cannot run together as one polars regex (too large), or None."""
+    why = _polars_problem(combine(patterns, ignore_case)) if len(patterns) > 1 else None
+    return (
+        f"the patterns together are too large for polars (Rust regex): {why}{_SMALLER}"
+        if why
+        else None
+    )
+
+
+_REPEATS = {sre_c.MAX_REPEAT, sre_c.MIN_REPEAT} | (
+    {sre_c.POSSESSIVE_REPEAT} if hasattr(sre_c, "POSSESSIVE_REPEAT") else set()
+)
+
+
+def _children(op, av) -> list:
+    if op in _REPEATS:
+        return [av[2]]
+    if op is sre_c.SUBPATTERN:
+        return [av[-1]]
+    if op is sre_c.BRANCH:
+        return list(av[1])
+    if op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
+        return [av[1]]
+    if getattr(sre_c, "ATOMIC_GROUP", None) is op:
+        return [av]
+    if op is sre_c.GROUPREF_EXISTS:
+        return [b for b in av[1:] if b is not None]
+    return []
+
+
+def _has_unbounded(sub) -> bool:
+    for op, av in sub:
+        if op in _REPEATS and av[1] == sre_c.MAXREPEAT:
+            return True
+        if any(_has_unbounded(c) for c in _children(op, av)):
+            return True
+    return False
+
+
+def _overlapping_branch(sub) -> bool:
+    """A branch where one alternative's text is a prefix of another's, like (a|aa)."""
+    for op, av in sub:
+        if op is sre_c.BRANCH:
+            alts = list(av[1])
+            lits = [
+                "".join(chr(c) for o, c in a) if all(o is sre_c.LITERAL for o, _ in a) else None
+                for a in alts
+            ]
+            for i in range(len(alts)):
+                for j in range(len(alts)):
+                    if i == j:
+                        continue
+                    a, b = lits[i], lits[j]
+                    if a is not None and b is not None:
+                        if b.startswith(a):
+                            return True
+                    elif str(alts[i]) == str(alts[j]):
+                        return True
+        if op not in _REPEATS and any(_overlapping_branch(c) for c in _children(op, av)):
+            return True
+    return False
+
+
+def _backtracking(sub) -> str | None:
+    """Conservative: an unbounded repeat over another unbounded repeat or an overlapping branch.
+
+    The Rust engine polars uses is linear-time anyway; the check keeps rules safe for any
+    backtracking engine (the per-row reference uses Python `re`).
+    """
+    for op, av in sub:
+        if op in _REPEATS and av[1] == sre_c.MAXREPEAT:
+            if _has_unbounded(av[2]):
+                return "an unbounded repeat inside another, like (a+)+; rewrite it without nesting"
+            if _overlapping_branch(av[2]):
+                return "a repeated alternation whose branches overlap, like (a|aa)+"
+        for c in _children(op, av):
+            bad = _backtracking(c)
+            if bad:
+                return bad
+    return None
+
+
+def _glob_body(glob: str) -> str:
+    out = []
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "{":
+            close = glob.find("}", i)
+            if close > i and "{" not in glob[i + 1 : close]:
+                alts = glob[i + 1 : close].split(",")
+                out.append("(?:" + "|".join(_glob_body(a) for a in alts) + ")")
+                i = close + 1
+                continue
+        out.append(
+            "[^/]*"
+            if c == "*"
+            else "[^/]"
+            if c == "?"
+            else "\\" + c
+            if c in ".^$+(){}[]|\\-"
+            else c
+        )
+        i += 1
+    return "".join(out)
+
+
+def glob_to_regex(glob: str) -> str:
+    """Path glob -> regex. No `/`: any file of that name; trailing `/`: a folder anywhere.
+
+    `*` is any run within one path part, `**` any run across parts, `?` one character,
+    `{a,b,}` one of the comma-separated alternatives (an empty one allowed, no nesting).
+    """
+    body = _glob_body(glob)
+    if glob.startswith("/"):
+        return "^" + body[1:] + ("" if glob.endswith("/") else "$")
+    return "(?:^|/)" + body + ("" if glob.endswith("/") else "$")
