@@ -248,7 +248,7 @@ def run_all(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> 
                 console.print(Text.assemble(("conservation: ", "red"), p))
             raise typer.Exit(DATA)
         console.print(
-            Text.assemble(("run complete", "green"), f": {cfg.run_dir}"), " (conservation verified)"
+            Text.assemble(("run complete", "green"), f": {cfg.run_dir} (conservation verified)")
         )
         # --- the sampling report (pipeline/report/), written after every run ---
         _write_report(cfg.run_dir, window=cfg.shapes.window)
