@@ -4,6 +4,12 @@ For every finished stage: each output still matches the rows and sha256 its mani
 and every item that entered the stage left it in exactly one output. Ingest has no ids on its
 input, so there the unit is the input record: each one is in items.parquet (one or more items)
 or in errors.parquet (once), never both, never neither.
+
+For ingest the number of records is checked twice: against what the reader says it read, and
+against `input_records`, the input's own count taken by a separate counter (see
+pipeline/ingest/count.py for what that counter shares with the reader and what it does not).
+The second is what catches a reader that silently drops records: it would report its own
+smaller count, consistent with its outputs.
 """
 
 from __future__ import annotations
@@ -54,7 +60,9 @@ def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
 
 def _describe(m: dict[str, Any]) -> str:
     c = m.get("counts", {})
-    return ", ".join(f"{k} {v}" for k, v in c.items() if isinstance(v, int))
+    return ", ".join(
+        f"{k} {v}" for k, v in c.items() if isinstance(v, int) and not isinstance(v, bool)
+    )
 
 
 def _check_outputs(d: Path, m: dict[str, Any], problems: list[str]) -> None:
@@ -89,10 +97,10 @@ def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
     ).unique()
     for name, s in cons.get("sources", {}).items():
         k = keys.filter(pl.col("source") == name)["key"]
-        e = errors.filter(pl.col("source") == name)["source_ref"]
-        dup_err = e.len() - e.n_unique()
-        both = k.is_in(e.implode()).sum() if e.len() else 0
-        seen = k.len() + e.len()
+        errs = errors.filter(pl.col("source") == name)["source_ref"]
+        dup_err = errs.len() - errs.n_unique()
+        both = k.is_in(errs.implode()).sum() if errs.len() else 0
+        seen = k.len() + errs.len()
         if dup_err:
             problems.append(f"{d.name}: source {name!r}: {dup_err} records in errors twice")
         if both:
@@ -102,11 +110,18 @@ def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
         if seen != s["records"]:
             problems.append(
                 f"{d.name}: source {name!r}: {s['records']} records read, {seen} accounted for "
-                f"({k.len()} gave items, {e.len()} in errors): "
+                f"({k.len()} gave items, {errs.len()} in errors): "
                 f"{s['records'] - seen:+d} records lost"
                 if seen < s["records"]
                 else f"{d.name}: source {name!r}: {s['records']} records read, {seen} in the "
                 f"outputs ({seen - s['records']} more than read)"
+            )
+        n_in = s.get("input_records")
+        if n_in is not None and seen != n_in:
+            problems.append(
+                f"{d.name}: source {name!r}: the input holds {n_in} records "
+                f"({s.get('input_unit', 'counted apart from the reader')}), {seen} accounted "
+                f"for ({k.len()} gave items, {errs.len()} in errors): {seen - n_in:+d}"
             )
     unknown = set(keys["source"].unique()) | set(errors["source"].unique())
     unknown -= set(cons.get("sources", {}))

@@ -82,11 +82,11 @@ def test_verify_catches_a_record_dropped_even_with_a_consistent_manifest(tmp_pat
 def test_unreadable_source_fails_with_one_line_naming_it(tmp_path, cli):
     cfg = toml_config(tmp_path, '[[ingest.sources]]\nkind = "table"\npath = "nope.jsonl"\n')
     res = cli("ingest", "--config", cfg, ok=False)
-    assert res.exit_code == 2 and "nope.jsonl: no such file" in res.output
+    assert res.exit_code == 3 and "nope.jsonl: no such file" in res.output
     (tmp_path / "plain").mkdir()
     cfg = toml_config(tmp_path, '[[ingest.sources]]\nkind = "git"\npath = "plain"\n')
     res = cli("ingest", "--config", cfg, ok=False)
-    assert res.exit_code == 2 and "not a git repository" in res.output
+    assert res.exit_code == 3 and "not a git repository" in res.output
 
 
 def test_bad_config_is_a_clear_error(tmp_path, cli):

@@ -185,7 +185,6 @@ def test_unclosed_suggestion_block(tmp_path):
         ({"line": True}, "wrong type: line is bool, expected int"),
         ({"user": {"login": 5}}, "wrong type: user.login is int, expected str"),
         ({"start_line": 9}, "wrong value: start_line 9 > line 5"),
-        ({"created_at": "yesterday"}, "wrong value: created_at 'yesterday' is not ISO 8601"),
         ({"start_side": "LEFT"}, "mixed sides: start_side LEFT, side RIGHT"),
     ],
 )
@@ -193,6 +192,20 @@ def test_bad_fields(tmp_path, over, reason):
     rec = one(tmp_path, comment(**over))
     assert isinstance(rec, RecordError)
     assert (rec.severity, rec.reason) == ("error", reason)
+
+
+@pytest.mark.parametrize(
+    ("created", "problem"),
+    [
+        ("yesterday", "created_at unparseable"),
+        (1e30, "created_at unparseable"),
+        ("0001-01-01T00:00:00+05:00", "created_at out of range"),
+    ],
+)
+def test_an_unreadable_time_leaves_an_item_with_no_time(tmp_path, created, problem):
+    rec = one(tmp_path, comment(created_at=created))
+    assert isinstance(rec, Record) and rec.problems == [problem]
+    assert rec.items[0].created_at is None
 
 
 def test_missing_path_key(tmp_path):

@@ -107,8 +107,45 @@ def test_empty_and_binary_files_are_reported_not_fatal(tmp_path):
     (tmp_path / "bin.jsonl").write_bytes(bytes(range(256)) * 10)
     (e1,) = read_source(table, tmp_path / "empty.jsonl", fields=MAP)
     assert isinstance(e1, RecordError) and e1.reason.startswith("empty_source")
-    (e2,) = read_source(table, tmp_path / "bin.jsonl", fields=MAP)
-    assert isinstance(e2, RecordError) and e2.reason.startswith("binary file")
+    warned = []
+    recs = read_source(
+        table, tmp_path / "bin.jsonl", fields=MAP, ctx=IngestContext(warn=warned.append)
+    )
+    # damage is per record: each line of the binary file is an error of its own
+    assert len(recs) == 11 and all(isinstance(r, RecordError) for r in recs)
+    assert all(r.reason.startswith(("NUL byte", "invalid UTF-8")) for r in recs)
+    assert warned and "binary" in warned[0]
+
+
+def test_a_nul_byte_costs_its_own_line_only(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_bytes(
+        b'{"old": "a", "new": "b"}\n{"old": "\x00", "new": "b"}\n{"old": "c", "new": "d"}\n'
+    )
+    recs = read_source(table, p, fields=MAP)
+    assert [it.before for it in items(recs)] == ["a", "c"]
+    (err,) = errors(recs)
+    assert err.ref == "line 2" and err.reason.startswith("NUL byte at col 10")
+
+
+def test_csv_unclosed_quote_costs_one_row_and_reading_resumes(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text('old,new,msg\na,b,ok1\nc,"d,bad\ne,f,ok2\ng,"h",ok3\n')
+    recs = read_source(table, p, fields=MAP)
+    assert [it.comment for it in items(recs)] == ["ok1", "ok2", "ok3"]
+    (err,) = errors(recs)
+    assert err.ref == "row 2 (line 3)" and "read again from line 4" in err.reason
+
+
+def test_utf16_with_bom_is_decoded(tmp_path):
+    text = "".join(json.dumps(r) + "\n" for r in ROWS)
+    for enc in ("utf-16", "utf-16-be", "utf-32", "utf-8-sig"):
+        p = tmp_path / "u.jsonl"
+        data = text.encode(enc)
+        if enc == "utf-16-be":
+            data = b"\xfe\xff" + data
+        p.write_bytes(data)
+        assert [it.comment for it in items(read_source(table, p, fields=MAP))] == ["bump", "return"]
 
 
 def test_a_mapping_to_a_missing_column_reports_every_row_and_warns(tmp_path):

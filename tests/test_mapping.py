@@ -49,8 +49,9 @@ def test_missing_required_field_names_the_input_field():
 def test_wrong_types_are_errors_not_coercions():
     r = map_object({"before": 5, "after": "b"}, spec(), "line 1")
     assert isinstance(r, RecordError) and r.reason.startswith("wrong type: before")
+    # an optional number that cannot be read leaves the item an item, the problem named
     r = map_object({"before": "a", "after": "b", "lines_added": "many"}, spec(), "line 1")
-    assert isinstance(r, RecordError) and "lines_added" in r.reason
+    assert isinstance(r, Record) and r.problems == ["lines_added unparseable"]
     r = map_object(["a", "b"], spec(), "line 1")
     assert isinstance(r, RecordError) and r.reason == "not an object: got list"
 
@@ -63,7 +64,7 @@ def test_times_and_bools():
     t = item(map_object({**base, "created_at": "2024-03-05T10:11:12Z"}, s, "l")).created_at
     assert t == datetime(2024, 3, 5, 10, 11, 12, tzinfo=timezone.utc)
     r = map_object({**base, "created_at": "last tuesday"}, s, "l")
-    assert isinstance(r, RecordError) and "created_at" in r.reason
+    assert item(r).created_at is None and r.problems == ["created_at unparseable"]
     assert item(map_object({**base, "author_is_bot": "true"}, s, "l")).author_is_bot is True
 
 

@@ -54,6 +54,9 @@ class RawItem:
 class Record:
     ref: str  # where in the source: "line 12", "row 3", "<sha>:<path>:<hunk>"
     items: list[RawItem]
+    # Optional fields that could not be read and were left null, as "created_at out of
+    # range": counted per source in the manifest, the record is still an item.
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -65,8 +68,11 @@ class RecordError:
 
 
 class SourceUnreadable(Exception):
-    """A source that cannot be read at all (missing path, not a git repository ...)."""
+    """A source that cannot be read at all (missing path, not a git repository, a FIFO or a
+    device ...): the message is one line naming it."""
 
+
+PROBLEM_REFS = 5  # source refs kept per field problem, for the manifest and the summary
 
 DEFAULT_BOT_PATTERNS = (
     r"\[bot\]$",
@@ -113,11 +119,16 @@ def count_lines(text: str) -> int:
 
 
 def to_utc(value: datetime | None) -> datetime | None:
+    """`value` in UTC (naive is taken as UTC); None when it has no UTC equivalent (year 1
+    with a positive offset ...): sources check times before this, so that is a last guard."""
     if value is None:
         return None
     if value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        return None
 
 
 class Batcher:
@@ -133,12 +144,19 @@ class Batcher:
         self.errors = 0
         self.skipped = 0
         self.reasons: dict[str, int] = {}
+        self.field_problems: dict[str, int] = {}  # "created_at out of range" -> records
+        self.problem_refs: dict[str, list[str]] = {}  # the first PROBLEM_REFS refs of each
 
     def add(self, rec: Record | RecordError) -> None:
         self.records += 1
         if isinstance(rec, RecordError):
             self._add_error(rec)
             return
+        for p in rec.problems:
+            self.field_problems[p] = self.field_problems.get(p, 0) + 1
+            refs = self.problem_refs.setdefault(p, [])
+            if len(refs) < PROBLEM_REFS:
+                refs.append(rec.ref)
         if not rec.items:  # a source bug, but never lose the record
             self._add_error(RecordError(rec.ref, "", "record produced no item", "error"))
             return

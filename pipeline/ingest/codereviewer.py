@@ -119,9 +119,9 @@ def _comment_record(obj: dict[str, Any], ref: str, spec: SourceConfig) -> Record
 
 def _common(
     obj: dict[str, Any], ref: str, spec: SourceConfig, repo_key: str, change_keys: tuple[str, ...]
-) -> dict[str, str] | RecordError:
+) -> dict[str, Any] | RecordError:
     """repo, change, path and language, the fields both layouts share."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, key in (("repo", repo_key), ("path", "path"), ("language", "lang")):
         v = optional_str(obj, key, ref)
         if isinstance(v, RecordError):
@@ -130,13 +130,13 @@ def _common(
     out["repo"] = out["repo"] or spec.repo
     out["change"] = ""
     for key in change_keys:
-        v = obj.get(key)
-        if v is None:
+        c = obj.get(key)
+        if c is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, str)):
-            reason = f"wrong type: {key} is {type_name(v)}, expected string or integer"
+        if isinstance(c, bool) or not isinstance(c, (int, str)):
+            reason = f"wrong type: {key} is {type_name(c)}, expected string or integer"
             return RecordError(ref, "", reason)
-        out["change"] = str(v)
+        out["change"] = str(c)
         break
     return out
 

@@ -23,6 +23,9 @@ from pathlib import Path
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, RawItem, Record, RecordError, SourceUnreadable
+from pipeline.ingest.gitpaths import _diff_path, _header_path, _unquote
+
+__all__ = ["_diff_path", "_header_path", "_unquote", "read"]
 
 MARK = b"\x1e"  # starts our commit line; no diff line can start with it
 FORMAT = "%x1e%H%x1f%an%x1f%ae%x1f%at%x1f%s"
@@ -55,7 +58,6 @@ _DROP_ENV = (
     "GIT_DIFF_OPTS",
 )
 _HUNK_RE = re.compile(rb"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
-_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13}
 _SPECIAL_MODES = {b"120000": "symlink", b"160000": "submodule"}
 _HEADS = (MARK, b"diff --git ", b"@@ ")
 
@@ -90,6 +92,7 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         proc = subprocess.Popen(
             _cmd(path, *args, sha, "--"), stdout=subprocess.PIPE, stderr=err, env=_env()
         )
+        assert proc.stdout is not None  # stdout=PIPE
         try:
             yield from miner.mine(_Lines(proc.stdout, ctx.max_record_bytes))
             rc = proc.wait()
@@ -140,6 +143,14 @@ def _git(path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(_cmd(path, *args), capture_output=True, env=_env(), check=False)
     except FileNotFoundError:
         raise SourceUnreadable(f"{path}: the git command is not installed") from None
+
+
+def _when(at: str) -> datetime | None:
+    """The author time; None when it is not a time in years 1..9999 (a crafted commit)."""
+    try:
+        return datetime.fromtimestamp(int(at), timezone.utc) if at.isdigit() else None
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _first_line(stderr: bytes) -> str:
@@ -224,7 +235,7 @@ class _Miner:
         )[:5]
         local = re.sub(r"^\d+\+", "", email.split("@", 1)[0])  # GitHub "123+name@users..."
         is_bot = self.ctx.is_bot(name) or self.ctx.is_bot(local)
-        when = datetime.fromtimestamp(int(at), timezone.utc) if at.isdigit() else None
+        when = _when(at)
         return _Commit(sha, name, is_bot, when, subject, set(), {})
 
     def _file(self, c: _Commit, head: bytes, lines: _Lines) -> Iterator[Record | RecordError]:
@@ -373,59 +384,3 @@ def _runs(rows: list[tuple[str, str]], n_ctx: int) -> Iterator[tuple[str, str, i
         plus = [t for sign, t in rows[start:i] if sign == "+"]
         context = "\n".join(ctx) if len(ctx) > 1 else ""
         yield "\n".join(minus), "\n".join(plus), len(minus), len(plus), context
-
-
-def _diff_path(value: bytes, prefix: bytes) -> bytes | None:
-    """The path of a "--- a/x" / "+++ b/x" line; None for /dev/null."""
-    if value.endswith(b"\t"):  # git adds a tab after a name that holds a space
-        value = value[:-1]
-    if value == b"/dev/null":
-        return None
-    return _unquote(value).removeprefix(prefix)
-
-
-def _header_path(head: bytes) -> bytes:
-    """The path from "diff --git a/X b/X", for a file diff without ---/+++ or rename lines
-    (binary, mode change, empty file): both names are then the same."""
-    rest = head[len(b"diff --git ") :]
-    if rest.startswith(b'"'):
-        end = _quoted_end(rest)
-        return _unquote(rest[:end]).removeprefix(b"a/")
-    if rest.endswith(b'"'):
-        return _unquote(rest[rest.rindex(b' "') + 1 :]).removeprefix(b"b/")
-    half = (len(rest) - 1) // 2
-    if rest[:half][2:] == rest[half + 1 :][2:]:
-        return rest[half + 3 :]
-    return rest.split(b" b/", 1)[-1]
-
-
-def _quoted_end(s: bytes) -> int:
-    i = 1
-    while i < len(s) and s[i : i + 1] != b'"':
-        i += 2 if s[i : i + 1] == b"\\" else 1
-    return i + 1
-
-
-def _unquote(s: bytes) -> bytes:
-    """Undo git's C-style quoting ("a/\\303\\251.txt" -> a/é.txt as bytes)."""
-    if not (s.startswith(b'"') and s.endswith(b'"') and len(s) >= 2):
-        return s
-    out = bytearray()
-    body, i = s[1:-1], 0
-    while i < len(body):
-        ch = body[i : i + 1]
-        if ch != b"\\":
-            out += ch
-            i += 1
-            continue
-        nxt = body[i + 1 : i + 2]
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif body[i + 1 : i + 4].isdigit() and len(body[i + 1 : i + 4]) == 3:
-            out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
-            i += 4
-        else:  # \" and \\
-            out += nxt
-            i += 2
-    return bytes(out)

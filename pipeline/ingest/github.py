@@ -78,7 +78,7 @@ def split_suggestions(body: str) -> tuple[list[list[str]], str]:
 
 def _closes(line: str, fence: str) -> bool:
     m = _CLOSE.match(line)
-    return bool(m) and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
+    return m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
 
 
 def commented_lines(hunk: str, side: str, n: int, context: int = 3) -> tuple[list[str], list[str]]:
@@ -106,8 +106,13 @@ def commented_lines(hunk: str, side: str, n: int, context: int = 3) -> tuple[lis
     return found[:n][::-1], found[n : n + context][::-1]
 
 
-def comment_items(obj: Any, context_lines: int = 3, default_repo: str = "") -> list[RawItem]:
-    """The items of one review comment: one per suggestion block, or CommentError."""
+def comment_items(
+    obj: Any, context_lines: int = 3, default_repo: str = "", problems: list[str] | None = None
+) -> list[RawItem]:
+    """The items of one review comment: one per suggestion block, or CommentError.
+
+    A `created_at` that is not a readable time leaves the items' time null and is appended
+    to `problems` ("created_at unparseable"): the comment is still an edit."""
     if not isinstance(obj, dict):
         raise CommentError(f"not an object: {type(obj).__name__}")
     body = _field(obj, "body", str, required=True).replace("\r\n", "\n")
@@ -122,7 +127,7 @@ def comment_items(obj: Any, context_lines: int = 3, default_repo: str = "") -> l
     pr_url = _field(obj, "pull_request_url", str)
     html_url = _field(obj, "html_url", str)
     reply_to = _field(obj, "in_reply_to_id", int)
-    created = _field(obj, "created_at", str)
+    created = obj.get("created_at")
     user = _field(obj, "user", dict) or {}
     login = _field(user, "login", str, name="user.login")
     user_type = _field(user, "type", str, name="user.type")
@@ -156,7 +161,7 @@ def comment_items(obj: Any, context_lines: int = 3, default_repo: str = "") -> l
         author=login,
         author_is_bot=True if user_type == "Bot" else None,
         lines_removed=n,
-        created_at=_parse_time(created),
+        created_at=_parse_time(created, problems),
     )
     return [RawItem(after="\n".join(b), lines_added=len(b), **item) for b in blocks]
 
@@ -186,14 +191,19 @@ def _repo_change(pr_url: str | None, html_url: str | None) -> tuple[str, str]:
     return "", ""
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if text is None:
+def _parse_time(value: Any, problems: list[str] | None) -> datetime | None:
+    if value is None:
         return None
     try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise CommentError(f"wrong value: created_at {text[:40]!r} is not ISO 8601") from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    except (AttributeError, ValueError):  # not a string, not ISO 8601
+        problem = "created_at unparseable"
+    except OverflowError:  # year 1 or 9999 shifted out of range by its offset
+        problem = "created_at out of range"
+    if problems is not None:
+        problems.append(problem)
+    return None
 
 
 # --- the source ---------------------------------------------------------------------------
@@ -205,7 +215,10 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         if isinstance(value, RecordError):
             yield value
             continue
+        problems: list[str] = []
         try:
-            yield Record(ref, comment_items(value, spec.context_lines, spec.repo))
+            yield Record(
+                ref, comment_items(value, spec.context_lines, spec.repo, problems), problems
+            )
         except CommentError as e:
             yield RecordError(ref, raw, e.reason, e.severity)

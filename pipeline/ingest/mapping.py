@@ -32,7 +32,17 @@ TEXT_FIELDS = (
 # Fields where a number is a fine value (a PR number, a numeric repo id) and becomes text.
 NUMBER_OK = {"repo", "change", "author", "path"}
 MAPPABLE = (*TEXT_FIELDS, "author_is_bot", "lines_removed", "lines_added", "created_at")
+# Optional fields outside the id: a value that cannot be read leaves the field null (the
+# batcher then derives lines from the text, the bot flag from the author) and is counted per
+# source as a field problem; the record stays an item. A text field of the wrong type is an
+# error record: text is the item's content and id.
+LENIENT = {"author_is_bot", "lines_removed", "lines_added", "created_at"}
 _MISSING = object()
+
+
+class OutOfRange(ValueError):
+    """A value of the right kind whose magnitude no field can hold (a time in year 10^22)."""
+
 
 _ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 _ESCAPE_RE = re.compile(r"\\(.)", re.S)
@@ -132,6 +142,7 @@ class Mapper:
         if not isinstance(obj, dict):
             return RecordError(ref, _raw(obj), f"not an object: got {type(obj).__name__}")
         values: dict[str, Any] = {}
+        problems: list[str] = []
         for name, src, required, default, has_default, tf, is_text in self.plan:
             v = obj.get(src, _MISSING)
             if v is _MISSING and "." in src:
@@ -148,9 +159,13 @@ class Mapper:
                 v = default
             try:
                 values[name] = _convert(name, v, self.spec)
-            except (TypeError, ValueError) as e:
+            except (TypeError, ValueError, OverflowError) as e:
+                if name in LENIENT and not required:
+                    how = "out of range" if isinstance(e, OutOfRange) else "unparseable"
+                    problems.append(f"{name} {how}")
+                    continue
                 return RecordError(ref, _raw(obj), f"wrong type: {name} (input field {src!r}) {e}")
-        return Record(ref, [RawItem(**values)])
+        return Record(ref, [RawItem(**values)], problems)
 
 
 def map_object(obj: Any, spec: SourceConfig, ref: str) -> Record | RecordError:
@@ -175,7 +190,7 @@ def _convert(name: str, v: Any, spec: SourceConfig) -> Any:
             return v.strip().lower() in ("true", "1", "yes")
         if isinstance(v, int) and v in (0, 1):
             return bool(v)
-        raise TypeError(f"is {v!r}, expected true/false")
+        raise TypeError(f"is {_short(v)}, expected true/false")
     if name in ("lines_removed", "lines_added"):
         if isinstance(v, bool):
             raise TypeError("is bool, expected integer")
@@ -183,21 +198,33 @@ def _convert(name: str, v: Any, spec: SourceConfig) -> Any:
             n = int(v)
             if 0 <= n < 2**31:
                 return n
-        raise TypeError(f"is {v!r}, expected a non-negative integer")
+            raise OutOfRange(f"is {_short(v)}, expected a non-negative integer below 2**31")
+        if isinstance(v, float) and (v != v or abs(v) >= 2**31):
+            raise OutOfRange(f"is {_short(v)}, expected a non-negative integer below 2**31")
+        raise TypeError(f"is {_short(v)}, expected a non-negative integer")
     if name == "created_at":
         return parse_time(v)
     raise AssertionError(name)
 
 
 def parse_time(v: Any) -> datetime | None:
-    """Unix seconds (or milliseconds), or ISO 8601; naive times are taken as UTC."""
+    """Unix seconds (or milliseconds), or ISO 8601, as UTC; naive times are taken as UTC.
+
+    Raises OutOfRange for a time outside years 1..9999 (1e30, a 400-digit integer, an
+    infinity), ValueError for NaN or text that is not a time, TypeError for other types.
+    """
     if isinstance(v, bool):
         raise TypeError("is bool, expected a time")
     if isinstance(v, (int, float)):
-        secs = v / 1000 if abs(v) > 1e11 else v
-        return datetime.fromtimestamp(secs, tz=timezone.utc)
+        if v != v:
+            raise ValueError("is NaN, expected a time")
+        try:
+            secs = v / 1000 if abs(v) > 1e11 else v
+            return datetime.fromtimestamp(secs, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise OutOfRange(f"{_short(v)} is out of range for a time") from None
     if isinstance(v, datetime):
-        return v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+        return _utc(v)
     if isinstance(v, str):
         s = v.strip()
         if not s:
@@ -208,12 +235,29 @@ def parse_time(v: Any) -> datetime | None:
             t = datetime.fromisoformat(s.replace("Z", "+00:00"))
         except ValueError:
             raise ValueError(f"{s[:40]!r} is not a unix time or ISO 8601 date") from None
-        return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+        return _utc(t)
     raise TypeError(f"is {type(v).__name__}, expected a time")
+
+
+def _utc(t: datetime) -> datetime:
+    if t.tzinfo is None:
+        return t.replace(tzinfo=timezone.utc)
+    try:
+        return t.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise OutOfRange(f"{t.isoformat()[:40]} has no UTC time in years 1..9999") from None
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _raw(obj: Any) -> str:
     try:
         return orjson.dumps(obj, default=str).decode()
     except TypeError:
-        return repr(obj)
+        try:
+            return repr(obj)[:4096]
+        except (RecursionError, ValueError):  # a very deep object, a huge int
+            return "<unprintable record>"

@@ -2,21 +2,31 @@
 
 Sources are read in config order and streamed in batches, so memory stays bounded whatever the
 input size. Every input record ends in exactly one of the two outputs; the manifest records,
-per source, how many records were read, so `editcurate verify` can re-check that later.
+per source, how many records the reader gave and how many the input holds by a separate
+count (count.py), so `editcurate verify` can re-check both later.
+
+Failures: a source that cannot be read at all (missing, a FIFO, a device, permission denied,
+not a git repository) raises IngestIOError before or while reading (exit 3); a bad option
+raises IngestFailed (exit 2); an ingest that gives no item at all finishes and writes its
+outputs (items_out 0), and the CLI then exits 1: the data failed.
 """
 
 from __future__ import annotations
 
 import importlib
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+from rich.markup import escape
 from rich.table import Table
 
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console, progress
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
+from pipeline.ingest.count import count_records
+from pipeline.ingest.opening import check_source_path
 from pipeline.runs import (
     StageFailed,
     StageRun,
@@ -38,7 +48,20 @@ READERS = {
 
 
 class IngestFailed(StageFailed):
-    """A source could not be read at all; the message is one line naming it."""
+    """The ingest cannot run (a bad option); the message is one line naming the source."""
+
+    exit_code = 2
+
+
+class IngestIOError(IngestFailed):
+    """A source cannot be read at all (missing, a FIFO or device, permission denied, not a
+    git repository): an I/O or environment failure, one line naming it."""
+
+    exit_code = 3
+
+
+# What each kind reads: one regular file, a folder, or either (refused up front otherwise).
+EXPECTS = {"table": "file", "github": "file", "codereviewer": "file", "git": "folder"}
 
 
 def source_path(cfg: Config, spec: SourceConfig) -> Path:
@@ -49,8 +72,10 @@ def prepare(cfg: Config) -> StageRun:
     inputs: dict[str, str] = {}
     for spec in cfg.ingest.sources:
         p = source_path(cfg, spec)
-        if not p.exists():
-            raise IngestFailed(f"source {spec.display_name()!r}: {p}: no such file or folder")
+        try:  # before fingerprinting: hashing /dev/zero or a FIFO would never end
+            check_source_path(p, EXPECTS.get(spec.kind, "any"))
+        except SourceUnreadable as e:
+            raise IngestIOError(f"source {spec.display_name()!r} ({spec.kind}): {e}") from None
         rev = spec.rev if spec.kind == "git" else None
         inputs[spec.display_name()] = input_fingerprint(p, rev)
     return StageRun(
@@ -75,14 +100,14 @@ def run(cfg: Config, stage: StageRun) -> dict[str, Any]:
     ):
         for spec in cfg.ingest.sources:
             name = spec.display_name()
-            task = bar.add_task(f"ingest {name}", total=None)
+            task = bar.add_task(escape(f"ingest {name}"), total=None)
             warnings: list[str] = []
             ctx = IngestContext(
                 max_record_bytes=cfg.ingest.max_record_bytes,
                 batch_size=cfg.ingest.batch_size,
                 bot_patterns=tuple(cfg.ingest.bot_patterns),
-                advance=lambda n, t=task: bar.advance(t, n),
-                set_total=lambda n, t=task: bar.update(t, total=n),
+                advance=partial(bar.advance, task),
+                set_total=partial(_set_total, bar, task),
                 warn=warnings.append,
             )
             batcher = Batcher(name, ctx)
@@ -93,27 +118,57 @@ def run(cfg: Config, stage: StageRun) -> dict[str, Any]:
                     if batcher.pending >= cfg.ingest.batch_size:
                         _flush(batcher, items_w, errors_w)
             except SourceUnreadable as e:
-                raise IngestFailed(f"source {name!r} ({spec.kind}): {e}") from None
+                raise IngestIOError(f"source {name!r} ({spec.kind}): {e}") from None
             except ValueError as e:  # a bad option (unknown transform ...), before any record
                 raise IngestFailed(f"source {name!r} ({spec.kind}): {e}") from None
             _flush(batcher, items_w, errors_w)
             bar.update(task, completed=bar.tasks[task].total or 0)
+            per_source[name] = _source_counts(spec, batcher, warnings)
+            per_source[name].update(_input_count(cfg, spec, batcher.records, warnings))
             for w in warnings:
-                console.print(f"[yellow]warning[/] source {name!r}: {w}")
-            per_source[name] = {
-                "kind": spec.kind,
-                "records": batcher.records,
-                "items": batcher.items,
-                "errors": batcher.errors,
-                "skipped": batcher.skipped,
-                "reasons": dict(sorted(batcher.reasons.items())),
-                "warnings": warnings,
-            }
+                console.print(f"[yellow]warning[/] source {escape(repr(name))}: {escape(w)}")
     stage.record_output("items.parquet", "items")
     stage.record_output("errors.parquet", "terminal")
     counts = _counts(items_path, per_source)
     stage.finish(counts, {"conservation": {"kind": "records", "sources": per_source}})
     return counts
+
+
+def _source_counts(spec: SourceConfig, b: Batcher, warnings: list[str]) -> dict[str, Any]:
+    return {
+        "kind": spec.kind,
+        "records": b.records,
+        "items": b.items,
+        "errors": b.errors,
+        "skipped": b.skipped,
+        "reasons": dict(sorted(b.reasons.items())),
+        "field_problems": dict(sorted(b.field_problems.items())),
+        "field_problem_refs": dict(sorted(b.problem_refs.items())),
+        "warnings": warnings,
+    }
+
+
+def _input_count(
+    cfg: Config, spec: SourceConfig, records: int, warnings: list[str]
+) -> dict[str, Any]:
+    """The input's own record count (count.py), for verify; {} for kinds not counted."""
+    try:
+        got = count_records(spec, source_path(cfg, spec), cfg.ingest.max_record_bytes)
+    except SourceUnreadable as e:
+        raise IngestIOError(f"source {spec.display_name()!r} ({spec.kind}): {e}") from None
+    if got is None:
+        return {}
+    n, unit = got
+    if n != records:
+        warnings.append(
+            f"the input holds {n} records ({unit}), the reader gave {records}: "
+            "`editcurate verify` will fail"
+        )
+    return {"input_records": n, "input_unit": unit}
+
+
+def _set_total(bar: Any, task: Any, n: int | None) -> None:
+    bar.update(task, total=n)
 
 
 def _flush(batcher: Batcher, items_w, errors_w) -> None:
@@ -153,15 +208,23 @@ def print_summary(m: dict[str, Any] | None) -> None:
     for name, s in m["conservation"]["sources"].items():
         top = ", ".join(f"{k} {v}" for k, v in sorted(s["reasons"].items(), key=lambda kv: -kv[1]))
         t.add_row(
-            name,
-            s["kind"],
+            escape(name),
+            escape(s["kind"]),
             str(s["records"]),
             str(s["items"]),
             str(s["errors"]),
             str(s["skipped"]),
-            top[:120],
+            escape(top[:120]),
         )
     console.print(t)
+    for name, s in m["conservation"]["sources"].items():
+        for problem, n in s.get("field_problems", {}).items():
+            refs = ", ".join(s.get("field_problem_refs", {}).get(problem, []))
+            console.print(
+                f"[yellow]field problem[/] source {escape(repr(name))}: {escape(problem)}: "
+                f"{n} items kept with the field null (e.g. {escape(refs)})",
+                soft_wrap=True,
+            )
     c = m["counts"]
     console.print(
         f"ingest: {c['records_in']} records -> {c['items_out']} items "

@@ -5,8 +5,6 @@ Parquet, gzip-compressed or not, with a field mapping from the config (see mappi
 from __future__ import annotations
 
 import csv
-import gzip
-import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.config import SourceConfig
-from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
-from pipeline.ingest.jsonio import CountingReader, iter_json_records, open_maybe_gzip
+from pipeline.ingest.base import IngestContext, Record, RecordError
+from pipeline.ingest.csvio import iter_csv_records
+from pipeline.ingest.jsonio import iter_json_records
 from pipeline.ingest.mapping import Mapper, mapped_columns
+from pipeline.ingest.opening import check_source_path, head_bytes, open_regular, open_source
 
 SNIFF_BYTES = 8192
 
@@ -45,29 +45,14 @@ def detect_format(path: Path, head: bytes) -> str:
 
 
 def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
-    if not path.exists():
-        raise SourceUnreadable(f"{path}: no such file")
-    if path.is_dir():
-        raise SourceUnreadable(f"{path}: is a folder; a table source reads one file")
+    check_source_path(path, "file")
     mapper = Mapper(spec)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         raw_head = f.read(SNIFF_BYTES)
-    if raw_head[:4] == b"PAR1":
-        head = raw_head
-    else:
-        with open_maybe_gzip(path) as f:
-            try:
-                head = f.read(SNIFF_BYTES)
-            except (OSError, EOFError) as e:
-                yield RecordError("file", raw_head, f"unreadable: corrupt gzip ({e})")
-                return
+    head = raw_head if raw_head[:4] == b"PAR1" else head_bytes(path, SNIFF_BYTES)[0]
     fmt = spec.format if spec.format != "auto" else detect_format(path, head)
-    if not head.strip():
-        yield RecordError("file", "", "empty_source: the file holds no records", "skip")
-        return
     if fmt != "parquet" and b"\0" in head:
-        yield RecordError("file", head[:256], "binary file: NUL bytes in the first 8 KiB, not text")
-        return
+        ctx.warn(f"{path.name}: NUL bytes in the first 8 KiB: is it a binary file?")
     if fmt in ("jsonl", "json"):  # the same reader: it tells lines, an array, values apart
         yield from _read_json(spec, mapper, path, ctx)
     elif fmt == "csv":
@@ -76,78 +61,73 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         yield from _read_parquet(spec, mapper, path, ctx)
 
 
+EMPTY = "empty_source: the file holds no records"
+
+
 def _read_json(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
+    seen = False
     for ref, obj, _ in iter_json_records(path, ctx):
+        seen = True
         yield obj if isinstance(obj, RecordError) else mapper(obj, ref)
+    if not seen:  # only blank lines, or an empty array: one skip, so the file is accounted for
+        yield RecordError("file", "", EMPTY, "skip")
+
+
+def csv_delimiter(spec: SourceConfig, path: Path) -> str:
+    return "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else spec.csv_delimiter
 
 
 def _read_csv(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
-    csv.field_size_limit(ctx.max_record_bytes)
-    ctx.set_total(path.stat().st_size)
-    with open(path, "rb") as raw:
-        counted = io.BufferedReader(CountingReader(raw, ctx.advance))
-        binary = gzip.GzipFile(fileobj=counted) if _is_gzip(path) else counted
-        # surrogateescape: a bad byte must not abort the file; the row is reported instead.
-        text = io.TextIOWrapper(binary, encoding="utf-8", errors="surrogateescape", newline="")
-        delim = "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else None
-        reader = csv.reader(text, delimiter=delim or spec.csv_delimiter)
-        try:
-            header = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            yield RecordError("line 1", "", f"malformed CSV header: {e}")
-            return
-        missing = sorted(
-            {
-                col
-                for name, col in mapped_columns(spec).items()
-                if name in spec.fields and col not in header
-            }
-        )
-        if missing:
-            # Every row will then lack the field; each row still gets its own error record.
-            ctx.warn(
-                f"{path.name}: mapping names column(s) {missing} absent from the header "
-                f"{header[:12]}"
-            )
-        row_no, start = 0, reader.line_num + 1
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as e:
-                row_no += 1
-                yield RecordError(f"row {row_no} (line {start})", "", f"malformed CSV: {e}")
-                start = reader.line_num + 1
+    csv.field_size_limit(max(csv.field_size_limit(), ctx.max_record_bytes + 2))
+    header: list[str] | None = None
+    row_no = 0
+    with open_source(path, ctx.advance, ctx.set_total) as f:
+        for rec in iter_csv_records(f, ctx.max_record_bytes, csv_delimiter(spec, path)):
+            if rec.header:
+                header = rec.row
+                _check_header(spec, path, header, ctx)  # type: ignore[arg-type]
                 continue
             row_no += 1
-            ref = f"row {row_no} (line {start})"
-            start = reader.line_num + 1
-            if not row or row == [""]:
-                row_no -= 1  # a blank line is not a record
+            ref = f"row {row_no} (line {rec.line})"
+            if rec.row is None:
+                yield RecordError(ref, rec.raw, rec.error or "malformed CSV")
                 continue
-            joined = "\x1f".join(row)
-            if _has_surrogates(joined):
-                raw = joined.encode("utf-8", "surrogateescape")
-                yield RecordError(ref, raw, "invalid UTF-8: undecodable bytes in the row")
-                continue
-            if len(row) != len(header):
-                yield RecordError(
-                    ref,
-                    ",".join(row),
-                    f"wrong column count: {len(row)} fields, header has {len(header)}",
-                )
-                continue
-            yield mapper(dict(zip(header, row, strict=True)), ref)
+            yield _csv_row(mapper, ref, rec.row, rec.raw, header)
+    if header is None and row_no == 0:
+        yield RecordError("file", "", EMPTY, "skip")
+
+
+def _check_header(spec: SourceConfig, path: Path, header: list[str], ctx: IngestContext):
+    fields = mapped_columns(spec).items()
+    missing = sorted({col for name, col in fields if name in spec.fields and col not in header})
+    if missing:
+        # Every row will then lack the field; each row still gets its own error record.
+        ctx.warn(
+            f"{path.name}: mapping names column(s) {missing} absent from the header {header[:12]}"
+        )
+
+
+def _csv_row(mapper: Mapper, ref: str, row: list[str], raw: bytes, header: list[str] | None):
+    joined = "\x1f".join(row)
+    if "\0" in joined:
+        col = next(i for i, v in enumerate(row) if "\0" in v) + 1
+        return RecordError(ref, raw, f"NUL byte in field {col}: binary data, not text")
+    if _has_surrogates(joined):
+        col = next(i for i, v in enumerate(row) if _has_surrogates(v)) + 1
+        return RecordError(ref, raw, f"invalid UTF-8: undecodable bytes in field {col}")
+    if header is None or len(row) != len(header):
+        n = 0 if header is None else len(header)
+        return RecordError(ref, raw, f"wrong column count: {len(row)} fields, header has {n}")
+    return mapper(dict(zip(header, row, strict=True)), ref)
 
 
 def _read_parquet(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
+    """Rows by row group; a row group that cannot be decoded is an error per row it holds
+    (the footer says how many), and the next group reads normally."""
     try:
         pf = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as e:
-        with open(path, "rb") as f:
+    except (pa.ArrowException, OSError) as e:
+        with open_regular(path) as f:
             yield RecordError("file", f.read(256), f"unreadable Parquet: {e}")
         return
     ctx.set_total(pf.metadata.num_rows)
@@ -156,16 +136,20 @@ def _read_parquet(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestCon
     if missing:
         ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
     row = 0
-    for batch in pf.iter_batches(batch_size=ctx.batch_size):
-        for obj in batch.to_pylist():
-            row += 1
-            yield mapper(obj, f"row {row}")
-        ctx.advance(batch.num_rows)
-
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
+    for g in range(pf.metadata.num_row_groups):
+        end = row + pf.metadata.row_group(g).num_rows
+        try:
+            for batch in pf.iter_batches(batch_size=ctx.batch_size, row_groups=[g]):
+                for obj in batch.to_pylist():
+                    row += 1
+                    yield mapper(obj, f"row {row}")
+                ctx.advance(batch.num_rows)
+        except (pa.ArrowException, OSError) as e:
+            reason = f"unreadable Parquet: row group {g}: {str(e)[:200]}"
+            for r in range(row + 1, end + 1):
+                yield RecordError(f"row {r}", "", reason)
+            ctx.advance(end - row)
+        row = end
 
 
 def _has_surrogates(s: str) -> bool:

@@ -1,0 +1,231 @@
+"""Opening a source file: refuse what is not a regular file, undo gzip, decode a BOM.
+
+Every file reader (JSON, CSV, the independent counters) opens its input through
+`open_source`, so they all see the same bytes: the file decompressed when it starts with the
+gzip magic bytes (several members are read one after the other), without a UTF-8 BOM, and
+transcoded to UTF-8 when a UTF-16 or UTF-32 BOM says the text is in one of those. A byte
+sequence the BOM's encoding cannot decode (an unpaired surrogate, an odd last byte) becomes
+bytes that are not valid UTF-8, so the record holding it is an error, not the file.
+
+A FIFO, a device, a socket or a folder where a file is expected is refused before anything
+is opened for reading (`/dev/zero` would never end, a FIFO would wait for a writer forever).
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import gzip
+import io
+import os
+import stat
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from pipeline.ingest.base import SourceUnreadable
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1 << 20  # bytes read at a time
+READ_ERRORS = (OSError, EOFError, zlib.error, gzip.BadGzipFile)  # I/O, truncated/corrupt gzip
+# Longest first: the UTF-32-LE BOM starts with the UTF-16-LE one.
+BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le", "UTF-32-LE"),
+    (b"\x00\x00\xfe\xff", "utf-32-be", "UTF-32-BE"),
+    (b"\xef\xbb\xbf", "", "UTF-8"),
+    (b"\xff\xfe", "utf-16-le", "UTF-16-LE"),
+    (b"\xfe\xff", "utf-16-be", "UTF-16-BE"),
+)
+_BAD = "\udcff"  # what an undecodable code unit becomes: encodes to bytes that are not UTF-8
+
+
+def _mark_undecodable(e: UnicodeError) -> tuple[str, int]:
+    return _BAD, e.end  # type: ignore[attr-defined]
+
+
+codecs.register_error("editcurate.undecodable", _mark_undecodable)
+
+
+# --- what kind of path --------------------------------------------------------------------
+
+
+def _special(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return ""
+
+
+def check_source_path(path: Path, expect: str) -> None:
+    """Raise SourceUnreadable (one line naming `path`) unless it can be read as `expect`:
+    "file" (one regular file), "folder" (a folder) or "any" (either).
+
+    Nothing is opened for reading except a regular file, and that only to check permission,
+    so a FIFO or a device cannot block or stream forever here.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            target = os.readlink(path)
+            raise SourceUnreadable(
+                f"{path}: a broken symlink (to {target}); no such file"
+            ) from None
+        raise SourceUnreadable(f"{path}: no such file or folder") from None
+    except OSError as e:
+        raise SourceUnreadable(f"{path}: {(e.strerror or str(e)).lower()}") from None
+    kind = _special(st.st_mode)
+    if kind:
+        raise SourceUnreadable(f"{path}: is {kind}, not a regular file; it is not read")
+    is_dir = stat.S_ISDIR(st.st_mode)
+    if is_dir and expect == "file":
+        raise SourceUnreadable(f"{path}: is a folder; this source reads one file")
+    if not is_dir and expect == "folder":
+        raise SourceUnreadable(f"{path}: not a folder; this source reads a folder")
+    if is_dir:
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise SourceUnreadable(f"{path}: permission denied")
+        return
+    open_regular(path).close()
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """`path` opened for binary reading, unbuffered; SourceUnreadable unless a regular file.
+
+    O_NONBLOCK makes opening a FIFO return at once (instead of waiting for a writer), and the
+    type is checked on the open descriptor, so a path swapped after a check is caught too.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise SourceUnreadable(f"{path}: No such file or directory") from None
+    except IsADirectoryError:
+        raise SourceUnreadable(f"{path}: is a folder; this source reads one file") from None
+    except PermissionError:
+        raise SourceUnreadable(f"{path}: permission denied") from None
+    except OSError as e:
+        raise SourceUnreadable(f"{path}: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise SourceUnreadable(f"{path}: is a folder; this source reads one file")
+        kind = _special(mode) or "not a regular file"
+        raise SourceUnreadable(f"{path}: is {kind}, not a regular file; it is not read")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb", buffering=0)
+
+
+# --- streams ------------------------------------------------------------------------------
+
+
+class CountingReader(io.RawIOBase):
+    """Reports the bytes read from the underlying file, for the progress bar."""
+
+    def __init__(self, f: BinaryIO, advance: Callable[[int], None]):
+        self.f, self.advance = f, advance
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self.f.readinto(b)  # type: ignore[attr-defined]
+        self.advance(n or 0)
+        return n
+
+
+class _Decoded(io.RawIOBase):
+    """UTF-8 bytes from `f`: `prefix` first, then the rest, transcoded when `codec` is set."""
+
+    def __init__(self, f: BinaryIO, prefix: bytes, codec: str):
+        self.f, self.pending = f, prefix
+        self.dec = codecs.getincrementaldecoder(codec)("editcurate.undecodable") if codec else None
+        self.done = False
+        if self.dec is not None:
+            self.pending = self._encode(self.dec.decode(prefix))
+
+    def readable(self) -> bool:
+        return True
+
+    @staticmethod
+    def _encode(text: str) -> bytes:
+        return text.encode("utf-8", "surrogatepass")
+
+    def readinto(self, b) -> int:
+        while not self.pending and not self.done:
+            data = self.f.read1(CHUNK)  # type: ignore[attr-defined]
+            if self.dec is None:
+                self.pending, self.done = data, not data
+            else:
+                self.pending = self._encode(self.dec.decode(data, final=not data))
+                self.done = not data
+        n = min(len(b), len(self.pending))
+        b[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
+
+
+@contextmanager
+def open_source(
+    path: Path,
+    advance: Callable[[int], None] | None = None,
+    set_total: Callable[[int | None], None] | None = None,
+) -> Iterator[io.BufferedReader]:
+    """The file's text as a stream of UTF-8 bytes (see the module doc); `.encoding_name`
+    says what the file was in ("UTF-8", "UTF-16-LE" ...). Progress is in bytes of the file.
+
+    A gzip or I/O error met while reading surfaces from the stream's reads (READ_ERRORS), for
+    the reader to record where it happened.
+    """
+    raw = open_regular(path)
+    with raw:
+        if set_total is not None:
+            set_total(os.fstat(raw.fileno()).st_size)
+        counted = io.BufferedReader(CountingReader(raw, advance or (lambda n: None)), CHUNK)
+        try:
+            gz = counted.peek(2)[:2] == GZIP_MAGIC
+        except OSError as e:
+            if e.errno == errno.EISDIR:
+                raise SourceUnreadable(f"{path}: is a folder; this source reads one file") from None
+            raise SourceUnreadable(f"{path}: cannot be read: {e}") from None
+        inner: BinaryIO = gzip.GzipFile(fileobj=counted) if gz else counted  # type: ignore
+        try:
+            head = inner.read(4)
+        except READ_ERRORS:
+            head = b""  # met again by the reader's first read, which records it
+        codec, name = "", "UTF-8"
+        for bom, enc, label in BOMS:
+            if head.startswith(bom):
+                head, codec, name = head[len(bom) :], enc, label
+                break
+        stream = io.BufferedReader(_Decoded(inner, head, codec), CHUNK)
+        stream.encoding_name = name  # type: ignore[attr-defined]
+        yield stream  # type: ignore[misc]
+
+
+def head_bytes(path: Path, size: int) -> tuple[bytes, str | None]:
+    """Up to `size` bytes from the start of the decoded text, and the read error met on the
+    way (None when there was none): the readers meet that error again and report it."""
+    head = b""
+    try:
+        with open_source(path) as f:
+            while len(head) < size and (data := f.read1(size - len(head))):
+                head += data
+    except READ_ERRORS as e:
+        return head, str(e) or type(e).__name__
+    return head, None
+
+
+def open_maybe_gzip(path: Path) -> BinaryIO:
+    """The file's bytes, decompressed when it starts with the gzip magic bytes."""
+    with open_regular(path) as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")  # type: ignore
