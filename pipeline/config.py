@@ -290,7 +290,7 @@ def _build(cls: type, data: Any, where: str, prefix: str) -> Any:
 
 def _coerce(tp: Any, value: Any, where: str, key: str) -> Any:
     origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _build(tp, value, where, key + ".")
     if origin is list:
         (inner,) = typing.get_args(tp)

@@ -27,7 +27,7 @@ import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -240,7 +240,8 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
     e = cfg.export
     sr.begin()
     table = pq.read_table(_path(cfg, "shapes/kept.parquet"))
-    items = pl.from_arrow(table)
+    # a pa.Table always converts to a DataFrame (pyarrow is untyped, so the overload can't tell)
+    items = cast(pl.DataFrame, pl.from_arrow(table))
     clusters = pl.read_parquet(_path(cfg, "dedup/clusters.parquet"))
     shapes = pl.read_parquet(
         _path(cfg, "shapes/shapes.parquet"), columns=["id", "scope", "group_id"]

@@ -13,6 +13,8 @@ Components are labelled by their smallest member index, and indices are position
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import numba as nb
 import numpy as np
 import polars as pl
@@ -139,7 +141,9 @@ def stars(order, a, b, j):
     return keeper, jk
 
 
-def stars_reference(order, edges):
+def stars_reference(
+    order: Iterable[int], edges: Mapping[tuple[int, int], float]
+) -> tuple[dict[int, int], dict[int, float]]:
     """The same clustering in plain Python over {(a, b): j}: the tests' oracle."""
     nbrs: dict[int, list[tuple[int, float]]] = {}
     for (x, y), jj in edges.items():
@@ -159,7 +163,8 @@ def stars_reference(order, edges):
 
 def rank_exprs(keeper: list[str]) -> tuple[list[pl.Expr], list[bool]]:
     """Sort expressions and descending flags for a keeper rank like ["-comment_len", "id"]."""
-    exprs, desc = [], []
+    exprs: list[pl.Expr] = []
+    desc: list[bool] = []
     for key in [*keeper, *TIE_BREAK]:
         name = key.lstrip("-")
         expr = RANK_KEYS[name]() if name in RANK_KEYS else pl.col(name)

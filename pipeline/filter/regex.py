@@ -8,15 +8,17 @@ Path globs are translated here into that same subset.
 from __future__ import annotations
 
 import re
+import sys
 
 import polars as pl
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
+    # typeshed's `re` stub does not declare the private `_constants`/`_parser` submodules
     from re import _constants as sre_c  # type: ignore[attr-defined]
     from re import _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - 3.10
-    import sre_constants as sre_c  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
+else:  # pragma: no cover - 3.10 (these modules warn on import from 3.11)
+    import sre_constants as sre_c
+    import sre_parse
 
 
 TOKEN_RE = r"\w+|[^\w\s]"  # the code-aware tokens dedup shingles on

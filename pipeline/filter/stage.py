@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import polars as pl
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.parquet as pq
 from rich.table import Table
 
 from pipeline.config import Config

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -104,7 +104,8 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
     table = pq.read_table(src)
     with progress() as bar:
         task = bar.add_task("shapes: line diffs", total=1)
-        res = find_shapes(pl.from_arrow(table), s, list(cfg.dedup.keeper))
+        # a pa.Table always converts to a DataFrame (pyarrow is untyped, so the overload can't tell)
+        res = find_shapes(cast(pl.DataFrame, pl.from_arrow(table)), s, list(cfg.dedup.keeper))
         bar.advance(task, 1)
     write_outputs(table, res, s, sr)
     sr.finish(
@@ -134,8 +135,10 @@ def write_outputs(table: pa.Table, res: ShapesResult, s: ShapesConfig, sr: Stage
         for c in res.annotations.columns[1:]:
             kept = kept.append_column(c, res.annotations[c].to_arrow())
     if s.policy == "spread":
-        kept = kept.append_column("batch_order", pa.array(res.batch_order, pa.int64()))
-        keep = np.argsort(res.batch_order, kind="stable")
+        order = res.batch_order
+        assert order is not None, "find_shapes sets batch_order under policy 'spread'"
+        kept = kept.append_column("batch_order", pa.array(order, pa.int64()))
+        keep = np.argsort(order, kind="stable")
     write_parquet(kept.take(pa.array(keep, pa.int64())), sr.dir / "kept.parquet", sr.meta)
     rem = table.take(pa.array(res.removed["_row"].to_numpy(), pa.int64()))
     rem = rem.append_column("reason", pa.array(["edit_shape"] * rem.num_rows, pa.string()))

@@ -181,9 +181,11 @@ def train(
                     accum[n] += p.grad
         stepped, norm = False, math.nan
         if good:
+            gsq = 0.0
             for n, p in params.items():
-                p.grad = accum[n] / good
-            gsq = sum(float(p.grad.double().pow(2).sum()) for p in params.values())
+                grad = accum[n] / good
+                p.grad = grad
+                gsq += float(grad.double().pow(2).sum())
             norm = math.sqrt(gsq)
             if math.isfinite(norm):  # the finite check comes before the clip and the step
                 torch.nn.utils.clip_grad_norm_(list(params.values()), cfg.clip)

@@ -71,6 +71,7 @@ def build(
     model_path: str, seed: int, r: int, alpha: int, device: str = "cpu"
 ) -> tuple[Any, Any, dict[str, Any]]:
     """(peft model, tokenizer, info); base weights bf16 on CUDA, fp32 elsewhere; adapter fp32."""
+    tok: HFTokenizer | ByteTokenizer
     if model_path:
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
         model, tok = load_model(model_path, dtype)
