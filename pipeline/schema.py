@@ -38,6 +38,9 @@ ITEM_SCHEMA = pa.schema(
 # Ingest's second output: every input record that gave no item, with why. `severity` tells a
 # malformed record ("error") from a well-formed one that holds no review edit ("skip": a review
 # comment without a suggestion, a binary file change ...).
+# Item text a secret could hide in: masked at ingest, before the first write (pipeline/secrets).
+SECRET_FIELDS = ("repo", "change", "path", "before", "after", "context", "comment", "author")
+
 ERROR_SCHEMA = pa.schema(
     [
         pa.field("source", pa.string(), nullable=False),

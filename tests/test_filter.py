@@ -453,10 +453,12 @@ def test_shared_pre_commit_hooks_bot_autoupdates_are_caught(tmp_path, cli):
     assert kept.filter(blank).height == 0  # blank-line additions/removals: not no-ops, but blank
     assert rej.filter(blank & (pl.col("rule") == "blank_edit")).height == 44
     noop = rej.filter(pl.col("rules").list.contains("noop"))
-    assert noop.height == 7  # 2 of them recorded under `secret`, the earlier rule
-    assert noop.filter(pl.col("rule") == "noop").height == 5
+    assert noop.height == 7
+    assert noop.filter(pl.col("rule") == "noop").height == 7  # secrets in their context only
     counts = dict(rej.group_by("rule").len().iter_rows())
     assert counts["changelog_entry"] == 55  # release entries added whole to CHANGELOG(.md)
     assert counts["formatter_commit"] == 73  # add-trailing-comma / pyupgrade runs, fixups
-    assert counts["secret"] == 12  # AWS-shaped test fixtures; PEM header mentions are not keys
+    # AWS-shaped test fixtures, masked at ingest; 4 more held them in their context only (kept,
+    # the context masked); PEM header mentions are not keys
+    assert counts["secret_masked"] == 8 and "secret" not in counts
     assert "revert_commit" not in counts

@@ -21,13 +21,15 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
+from pipeline import secrets
 from pipeline.schema import (
     ERROR_SCHEMA,
     ITEM_SCHEMA,
+    RAW_MAX_CHARS,
+    SECRET_FIELDS,
     item_id,
     language_from_path,
     normalise_language,
-    truncate_raw,
 )
 
 
@@ -146,6 +148,7 @@ class Batcher:
         self.reasons: dict[str, int] = {}
         self.field_problems: dict[str, int] = {}  # "created_at out of range" -> records
         self.problem_refs: dict[str, list[str]] = {}  # the first PROBLEM_REFS refs of each
+        self.secrets: dict[str, int] = {}  # rule -> secrets masked (items and errors)
 
     def add(self, rec: Record | RecordError) -> None:
         self.records += 1
@@ -169,13 +172,16 @@ class Batcher:
         e["source"].append(self.source)
         e["source_ref"].append(err.ref)
         e["severity"].append(err.severity)
-        e["reason"].append(err.reason)
-        e["raw"].append(truncate_raw(err.raw))
+        reason, fired = secrets.mask(err.reason)
+        raw, fired_raw = masked_raw(err.raw)
+        e["reason"].append(reason)
+        e["raw"].append(raw)
+        self._count_secrets(fired + fired_raw)
         if err.severity == "skip":
             self.skipped += 1
         else:
             self.errors += 1
-        key = _reason_key(err.reason)
+        key = _reason_key(reason)
         self.reasons[key] = self.reasons.get(key, 0) + 1
 
     def _add_item(self, ref: str, it: RawItem) -> None:
@@ -206,11 +212,18 @@ class Batcher:
     def pending(self) -> int:
         return len(self._items["id"]) + len(self._errors["source"])
 
+    def _count_secrets(self, names: list[str] | dict[str, int]) -> None:
+        for n, k in names.items() if isinstance(names, dict) else ((n, 1) for n in names):
+            self.secrets[n] = self.secrets.get(n, 0) + k
+
     def take_items(self) -> pa.RecordBatch | None:
+        """The pending items as a batch, secrets masked (before anything is written)."""
         if not self._items["id"]:
             return None
         batch = pa.RecordBatch.from_pydict(self._items, schema=ITEM_SCHEMA)
         self._items = {f.name: [] for f in ITEM_SCHEMA}
+        batch, fired = secrets.mask_columns(batch, SECRET_FIELDS)
+        self._count_secrets(fired)
         return batch
 
     def take_errors(self) -> pa.RecordBatch | None:
@@ -219,6 +232,20 @@ class Batcher:
         batch = pa.RecordBatch.from_pydict(self._errors, schema=ERROR_SCHEMA)
         self._errors = {f.name: [] for f in ERROR_SCHEMA}
         return batch
+
+
+def masked_raw(raw: str | bytes, limit: int = RAW_MAX_CHARS) -> tuple[str, list[str]]:
+    """truncate_raw, with secrets masked before the cut (so none is left half-shown at it)."""
+    if isinstance(raw, bytes):
+        total = None
+        raw = raw[: (limit + 512) * 4].decode("utf-8", errors="backslashreplace")
+    else:
+        total = len(raw)
+    text, fired = secrets.mask(raw[: limit + 512])
+    if len(raw) <= limit:
+        return text, fired
+    more = (total if total is not None else len(raw)) - limit
+    return text[:limit] + f"... [{more} more chars]", fired
 
 
 def _reason_key(reason: str) -> str:

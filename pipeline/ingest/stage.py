@@ -144,6 +144,7 @@ def _source_counts(spec: SourceConfig, b: Batcher, warnings: list[str]) -> dict[
         "reasons": dict(sorted(b.reasons.items())),
         "field_problems": dict(sorted(b.field_problems.items())),
         "field_problem_refs": dict(sorted(b.problem_refs.items())),
+        "secrets_masked": dict(sorted(b.secrets.items())),
         "warnings": warnings,
     }
 
@@ -223,6 +224,14 @@ def print_summary(m: dict[str, Any] | None) -> None:
             console.print(
                 f"[yellow]field problem[/] source {escape(repr(name))}: {escape(problem)}: "
                 f"{n} items kept with the field null (e.g. {escape(refs)})",
+                soft_wrap=True,
+            )
+    for name, s in m["conservation"]["sources"].items():
+        if s.get("secrets_masked"):
+            kinds = ", ".join(f"{k} {v}" for k, v in s["secrets_masked"].items())
+            console.print(
+                f"[yellow]secrets masked[/] source {escape(repr(name))}: {escape(kinds)} "
+                + escape("(as [REDACTED:<rule>], before anything was written)"),
                 soft_wrap=True,
             )
     c = m["counts"]

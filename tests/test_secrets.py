@@ -1,0 +1,146 @@
+"""Secrets are masked at ingest, before the first write, in every text column and in
+errors.raw; the mask names the kind; placeholders, digests and code are left alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from pipeline import secrets as S
+from tests.conftest import toml_config
+
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+    "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+KEY_BODY = "MIIEpAIBAAKCAQEA7bq3Yz9xQ2vR8sT4wY6uA0cE5gHkPp2LmN3vR9sT4wY6uA0cE5g"
+# planted secret -> the text it sits in -> the rule that must name it
+PLANTED = {
+    "AKIAZ7QX3M4N5P6R7S8T": ("aws_access_key_id = AKIAZ7QX3M4N5P6R7S8T", "aws_access_key"),
+    "ghp_Zx81bQ7kPp2LmN3vR9sT4wY6uA0cE5gHk1Lm": (
+        "GITHUB = 'ghp_Zx81bQ7kPp2LmN3vR9sT4wY6uA0cE5gHk1Lm'",
+        "github_token",
+    ),
+    "xoxb-2748392011-4820138471234-Zx81bQ7kPp2LmN3vR9sT4wY6": (
+        "slack: xoxb-2748392011-4820138471234-Zx81bQ7kPp2LmN3vR9sT4wY6",
+        "slack_token",
+    ),
+    "sk_live_51Hx7Zx81bQ7kPp2LmN3vR9sT": (
+        "stripe.api_key = 'sk_live_51Hx7Zx81bQ7kPp2LmN3vR9sT'",
+        "",
+    ),
+    JWT: (f"Authorization: Bearer {JWT}", "jwt"),
+    KEY_BODY: (
+        f"-----BEGIN RSA PRIVATE KEY-----\n{KEY_BODY}\n-----END RSA PRIVATE KEY-----",
+        "private_key",
+    ),
+    "hunter2pass": ("url = 'https://deploy:hunter2pass@db.internal/x'", "basic_auth_credentials"),
+    "Tr0ub4dor&3": ("PASSWORD=Tr0ub4dor&3", "credential_assignment"),
+    "s3cr3t-v4lue-9": ('client_secret: "s3cr3t-v4lue-9"', "credential_assignment"),
+    "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS": (
+        'SIGNING = "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS"',
+        "high_entropy_assignment",
+    ),
+    "pypi-AgEIcHlwaS5vcmcCJGE3ZjhkODFmLTg2MjQtNGUzMS05NjliLWRlYzU2ZWJjNjBjNAACKlszLCI": (
+        "password = pypi-AgEIcHlwaS5vcmcCJGE3ZjhkODFmLTg2MjQtNGUzMS05NjliLWRlYzU2ZWJjNjBjNAAC"
+        "KlszLCI",
+        "",
+    ),
+}
+NOT_SECRETS = [
+    "rev: 6d7ab4f28a3d0bd0a1a6b4a8a5a0f6c7e2b1d9e0",
+    '"integrity": "sha512-Q9Xc8bqfDzV0xZ7eW7K8uJ4v2f1YHn0q4t3n7q0mJv9w2XyZ0aB1c2D3e4F5g6H7=="',
+    "--hash=sha256:3b0c9f1e2d4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c",
+    "url = 'https://{token}:x-oauth-basic@github.com/org/repo.git'",
+    "url = 'https://${GH_USER}:${GH_TOKEN}@github.com/org/repo.git'",
+    "hf_token = os.getenv('HF_TOKEN')",
+    "password = request.form['password']",
+    'eos_token = "<|endoftext|>"',
+    'checkpoint = "meta-llama/Llama-2-7b-chat-hf"',
+    "token: ${{ secrets.GITHUB_TOKEN }}",
+    "max_tokens = 2048",
+    "KEYS = [b'BEGIN RSA PRIVATE KEY', b'BEGIN DSA PRIVATE KEY']",
+    "api_key = 'your-api-key-here'",
+    "PASSWORD = password_input",
+]
+
+
+@pytest.mark.parametrize("secret", list(PLANTED))
+def test_each_planted_kind_is_masked_with_its_kind(secret):
+    text, kind = PLANTED[secret]
+    masked, fired = S.mask(text)
+    assert secret not in masked and "[REDACTED:" in masked
+    if kind:
+        assert f"[REDACTED:{kind}]" in masked, masked
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_placeholders_digests_and_code_are_not_secrets(text):
+    assert S.mask(text) == (text, [])
+
+
+def test_a_url_keeps_its_shape_and_a_key_block_goes_whole():
+    assert S.mask("https://deploy:hunter2pass@db/x")[0] == (
+        "https://deploy:[REDACTED:basic_auth_credentials]@db/x"
+    )
+    text = PLANTED[KEY_BODY][0] + "\nnext = 1"
+    assert S.mask(text)[0] == "[REDACTED:private_key]\nnext = 1"
+
+
+def test_vectorised_masking_equals_the_per_value_reference():
+    values = [t for t, _ in PLANTED.values()] + NOT_SECRETS + ["", "plain code = 1"]
+    batch = pa.RecordBatch.from_pydict({"a": values, "b": list(reversed(values))})
+    out, fired = S.mask_columns(batch, ("a", "b"))
+    assert out.column(0).to_pylist() == [S.mask(v)[0] for v in values]
+    assert out.column(1).to_pylist() == [S.mask(v)[0] for v in reversed(values)]
+    assert sum(fired.values()) == 2 * sum(len(S.mask(v)[1]) for v in values)
+
+
+def test_the_detect_secrets_rule_set_is_loaded_as_data():
+    names = {r.name for r in S.rules()}
+    assert {"aws_access_key", "github_token", "slack_token", "stripe_access_key"} <= names
+    assert all(S.rust_ok(r.prefilter) for r in S.rules())
+
+
+def _strings_of_every_output(run: Path) -> str:
+    """Every string column of every Parquet file of the run, read as data (compression
+    would hide a secret from a byte search), plus every text file."""
+    out = []
+    for p in run.rglob("*"):
+        if p.suffix == ".parquet":
+            df = pl.read_parquet(p)
+            for c in df.columns:
+                if df[c].dtype == pl.String:
+                    out += df[c].drop_nulls().to_list()
+                elif df[c].dtype == pl.List(pl.String):
+                    out += [x for v in df[c].drop_nulls().to_list() for x in v]
+        elif p.is_file() and p.suffix in (".json", ".md", ".html", ".csv", ".txt", ".arrow"):
+            out.append(p.read_bytes().decode("utf-8", errors="replace"))
+    return "\n".join(out)
+
+
+def test_no_planted_secret_reaches_any_output_of_a_run(tmp_path, cli):
+    fields = ("before", "after", "context", "comment", "path", "repo", "author")
+    rows = []
+    for k, (text, _) in enumerate(PLANTED.values()):
+        f = fields[k % len(fields)]
+        row = {"before": f"x = {k}", "after": f"x = {k + 1}", "comment": "fix the value"}
+        row[f] = text
+        rows.append(json.dumps(row))
+    # a malformed record holding secrets: errors.raw
+    rows.append('{"before": "' + PLANTED[JWT][0] + " PASSWORD=Tr0ub4dor&3")
+    (tmp_path / "d.jsonl").write_text("\n".join(rows) + "\n")
+    cfg = toml_config(tmp_path, '[[ingest.sources]]\nkind = "table"\npath = "d.jsonl"\n')
+    cli("run", "--config", cfg)
+    run = tmp_path / "runs" / "t"
+    everything = _strings_of_every_output(run)
+    for secret in PLANTED:
+        assert secret not in everything, secret
+    m = json.loads((run / "ingest" / "manifest.json").read_text())
+    masked = m["conservation"]["sources"]["d.jsonl"]["secrets_masked"]
+    assert masked["jwt"] >= 2 and masked["private_key"] == 1
+    assert cli("verify", run).exit_code == 0
