@@ -256,9 +256,10 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
     if not p.exists():
         return None
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError:
+        m = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         return None
+    return m if isinstance(m, dict) else None  # anything but an object: not a manifest
 
 
 # Which code a stage's output depends on: a change there re-runs the stage.

@@ -45,21 +45,31 @@ def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
             problems.append(f"{d.name}/{MANIFEST}: unreadable")
             continue
         before = len(problems)
-        _check_outputs(d, m, problems)
-        cons = m.get("conservation") or {}
-        if cons.get("kind") == "records":
-            _check_records(d, cons, problems)
-        elif cons.get("kind") == "ids":
-            _check_ids(d, cons, problems)
-        if m.get("leakage"):
-            _check_leakage(d, m["leakage"], problems)
+        try:
+            _check_stage(d, m, problems)
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            # a manifest edited or damaged by hand: a finding, not a crash
+            problems.append(f"{d.name}/{MANIFEST}: malformed ({type(e).__name__}: {e})")
         if len(problems) == before:
             passed.append(f"{d.name}: {_describe(m)}")
     return problems, passed
 
 
+def _check_stage(d: Path, m: dict[str, Any], problems: list[str]) -> None:
+    _check_outputs(d, m, problems)
+    cons = m.get("conservation") or {}
+    if cons.get("kind") == "records":
+        _check_records(d, cons, problems)
+    elif cons.get("kind") == "ids":
+        _check_ids(d, cons, problems)
+    if m.get("leakage"):
+        _check_leakage(d, m["leakage"], problems)
+
+
 def _describe(m: dict[str, Any]) -> str:
     c = m.get("counts", {})
+    if not isinstance(c, dict):
+        return ""
     return ", ".join(
         f"{k} {v}" for k, v in c.items() if isinstance(v, int) and not isinstance(v, bool)
     )

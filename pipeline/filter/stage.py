@@ -12,6 +12,7 @@ from typing import Any, cast
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rich.markup import escape
 from rich.table import Table
 
 from pipeline.config import Config
@@ -163,7 +164,8 @@ def print_summary(m: dict[str, Any] | None) -> None:
     def share(k: int) -> str:
         return f"{100 * k / n:.2f}%" if n else "-"
 
-    t = Table(title=f"filter (rules: {m['rules']['set']}, {n} items in)", title_justify="left")
+    title = f"filter (rules: {escape(str(m['rules']['set']))}, {n} items in)"
+    t = Table(title=title, title_justify="left")
     for col in ("rule", "action", "dropped", "flagged", "also hit", "share of input"):
         t.add_column(col, justify="left" if col in ("rule", "action") else "right")
     for r in m["per_rule"]:
