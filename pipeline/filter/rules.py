@@ -18,7 +18,8 @@ import yaml
 from pipeline.config import Config, canonical_text
 from pipeline.filter.regex import check_combined, check_pattern, glob_to_regex
 
-RULES_DIR = Path(__file__).resolve().parents[2] / "rules"
+# pipeline/rules: the repository's top-level rules/ (a link in a checkout, package data in a wheel)
+RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
 TEXT_FIELDS = (
     "repo",
     "change",
