@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from pipeline import export as export_stage
 from pipeline import filter as filter_stage
 from pipeline import shapes as shapes_stage
-from pipeline.config import Config, ConfigError, load_config
+from pipeline.config import Config, ConfigError, config_toml, load_config
 from pipeline.console import console
 from pipeline.dedup import stage as dedup_stage
 from pipeline.errors import DATA, USAGE, DataError, exit_code, one_line
@@ -80,6 +80,12 @@ SetOpt = Annotated[
     typer.Option("--set", "-s", help="Override a config key: --set ingest.batch_size=5000"),
 ]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if inputs are unchanged.")]
+PrintOpt = Annotated[
+    bool,
+    typer.Option(
+        "--print-config", help="Print the effective config (every default) as TOML and exit."
+    ),
+]
 
 # Stages in pipeline order. Each module has prepare(cfg) -> StageRun, run(cfg, stage_run) and
 # print_summary(manifest), and raises its own Failed error for one-line user-facing failures.
@@ -92,11 +98,16 @@ STAGES = {
 }
 
 
-def _load(config: Path, overrides: list[str] | None) -> Config:
+def _load(config: Path, overrides: list[str] | None, print_config: bool = False) -> Config:
+    """The validated config; with --print-config, print it as TOML and exit 0 instead."""
     try:
-        return load_config(config, overrides or [])
+        cfg = load_config(config, overrides or [])
     except ConfigError as e:
         _fail(str(e))
+    if print_config:
+        typer.echo(config_toml(cfg, str(config)), nl=False)
+        raise typer.Exit(0)
+    return cfg
 
 
 def _fail(msg: str, code: int = USAGE) -> NoReturn:
@@ -147,27 +158,35 @@ def _check_ingest(m: dict[str, Any]) -> None:
 
 
 @app.command()
-def ingest(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+def ingest(
+    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
+) -> None:
     """Read every configured source into items.parquet (+ errors.parquet)."""
-    _one_stage(_load(config, set_), "ingest", force)
+    _one_stage(_load(config, set_, print_config), "ingest", force)
 
 
 @app.command("filter")
-def filter_(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+def filter_(
+    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
+) -> None:
     """Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."""
-    _one_stage(_load(config, set_), "filter", force)
+    _one_stage(_load(config, set_, print_config), "filter", force)
 
 
 @app.command()
-def dedup(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+def dedup(
+    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
+) -> None:
     """Remove exact and near duplicates (shingle Jaccard) from the filter stage's kept items."""
-    _one_stage(_load(config, set_), "dedup", force)
+    _one_stage(_load(config, set_, print_config), "dedup", force)
 
 
 @app.command()
-def shapes(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+def shapes(
+    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
+) -> None:
     """Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."""
-    _one_stage(_load(config, set_), "shapes", force)
+    _one_stage(_load(config, set_, print_config), "shapes", force)
 
 
 FormatOpt = Annotated[
@@ -178,11 +197,15 @@ FormatOpt = Annotated[
 
 @app.command()
 def export(
-    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, format_: FormatOpt = None
+    config: ConfigOpt,
+    set_: SetOpt = None,
+    force: ForceOpt = False,
+    format_: FormatOpt = None,
+    print_config: PrintOpt = False,
 ) -> None:
     """Split shapes' kept items into train/validation/test by whole group; Parquet + HF dataset."""
     extra = [f"export.format={format_}"] if format_ else []
-    _one_stage(_load(config, [*(set_ or []), *extra]), "export", force)
+    _one_stage(_load(config, [*(set_ or []), *extra], print_config), "export", force)
 
 
 BaseOpt = Annotated[
@@ -236,9 +259,11 @@ def report(
 
 
 @app.command("run")
-def run_all(config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False) -> None:
+def run_all(
+    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
+) -> None:
     """Run every stage in order; unchanged stages are skipped."""
-    cfg = _load(config, set_)
+    cfg = _load(config, set_, print_config)
     with _lock(cfg):
         for name in STAGES:
             _run_stage(cfg, name, force)
@@ -315,20 +340,21 @@ def smoke_train(
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
 ) -> None:
     """LoRA-train every curated item (RUN_DIR/smoke/); explain any non-finite step. Slow."""
-    from pipeline.config import SmokeConfig
+    from pipeline.config import SmokeConfig, validate
     from pipeline.train import stage as smoke
 
-    sc = SmokeConfig(
-        model=model,
-        lr=lr,
-        micro_batch=micro_batch,
-        grad_accum=grad_accum,
-        max_len=max_len,
-        seed=seed,
-        probe_batch=probe_batch,
-        eval_items=eval_items,
-        device=device,
-    )
+    options = {
+        "model": model,
+        "lr": lr,
+        "micro_batch": micro_batch,
+        "grad_accum": grad_accum,
+        "max_len": max_len,
+        "seed": seed,
+        "probe_batch": probe_batch,
+        "eval_items": eval_items,
+        "device": device,
+    }
+    sc = validate(SmokeConfig, options, "smoke-train")  # a bad option: one line, exit 2
     with run_lock(run_dir, create=False):
         summary = smoke.run(run_dir, sc, smoke.parse_sweep(sweep) if sweep else None)
     smoke.print_summary(summary)

@@ -92,7 +92,7 @@ def test_unreadable_source_fails_with_one_line_naming_it(tmp_path, cli):
 def test_bad_config_is_a_clear_error(tmp_path, cli):
     cfg = toml_config(tmp_path, '[[ingest.sources]]\nkind = "tabel"\npath = "d.jsonl"\n')
     res = cli("ingest", "--config", cfg, ok=False)
-    assert res.exit_code == 2 and "'tabel' is not a source kind" in res.output
+    assert res.exit_code == 2 and "ingest.sources.0.kind: 'tabel' is not one of" in res.output
 
 
 def test_verify_of_a_missing_run_fails(tmp_path, cli):

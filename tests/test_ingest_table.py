@@ -3,9 +3,11 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from pipeline.ingest import table
 from pipeline.ingest.base import IngestContext, Record, RecordError
+from pipeline.ingest.mapping import UnmappedField
 from tests.conftest import read_source
 
 ROWS = [
@@ -120,7 +122,8 @@ def test_empty_and_binary_files_are_reported_not_fatal(tmp_path):
 def test_a_nul_byte_costs_its_own_line_only(tmp_path):
     p = tmp_path / "a.jsonl"
     p.write_bytes(
-        b'{"old": "a", "new": "b"}\n{"old": "\x00", "new": "b"}\n{"old": "c", "new": "d"}\n'
+        b'{"old": "a", "new": "b", "msg": "m"}\n{"old": "\x00", "new": "b"}\n'
+        b'{"old": "c", "new": "d"}\n'
     )
     recs = read_source(table, p, fields=MAP)
     assert [it.before for it in items(recs)] == ["a", "c"]
@@ -148,13 +151,17 @@ def test_utf16_with_bom_is_decoded(tmp_path):
         assert [it.comment for it in items(read_source(table, p, fields=MAP))] == ["bump", "return"]
 
 
-def test_a_mapping_to_a_missing_column_reports_every_row_and_warns(tmp_path):
+def test_a_mapped_column_no_row_has_is_a_config_error_after_the_rows(tmp_path):
     p = tmp_path / "e.csv"
-    p.write_text("old,new\na,b\nc,d\n")
-    warned = []
-    recs = read_source(
-        table, p, fields={**MAP, "before": "old_code"}, ctx=IngestContext(warn=warned.append)
+    p.write_text("old,new,msg\na,b,m\nc,d,m\n")
+    with pytest.raises(UnmappedField) as e:
+        read_source(table, p, fields={**MAP, "before": "old_code"})
+    assert str(e.value) == (
+        "fields.before = 'old_code': no record has a field 'old_code' (fields seen: old, new, msg)"
     )
-    expected = "missing field: before (input field 'old_code')"
-    assert [e.reason for e in errors(recs)] == [expected] * 2
-    assert warned and "old_code" in warned[0]
+    p.write_text("old,new,msg\n")  # no record at all: nothing to tell a typo by
+    assert read_source(table, p, fields={**MAP, "before": "old_code"}) == []
+    j = tmp_path / "e.jsonl"  # missing from some records: `required` decides
+    j.write_text('{"old": "a", "new": "b", "msg": "m"}\n{"old": "c", "msg": "m"}\n')
+    recs = read_source(table, j, fields=MAP)
+    assert [e.reason for e in errors(recs)] == ["missing field: after (input field 'new')"]

@@ -10,14 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.config import ShapesConfig, load_config
+from pipeline.config import ConfigError, ShapesConfig, load_config
 from pipeline.runs import StageRun, write_parquet
 from pipeline.shapes import (
     HEX,
     NUM,
     REF,
-    ShapesFailed,
-    check_config,
     edit_key_expr,
     edit_shape,
     find_shapes,
@@ -332,11 +330,13 @@ def test_spread_never_puts_a_group_in_one_window() -> None:
     assert again.tolist() == order.tolist() and other_seed.tolist() != order.tolist()
 
 
-def test_check_config() -> None:
-    with pytest.raises(ShapesFailed, match="shapes.policy"):
-        check_config(ShapesConfig(policy="drop"))
-    with pytest.raises(ShapesFailed, match="shapes.scope"):
-        check_config(ShapesConfig(scope="file"))
+def test_bad_shapes_config_fails_at_load() -> None:
+    with pytest.raises(ConfigError, match="shapes.policy: 'drop' is not one of"):
+        load_config(None, ["shapes.policy=drop"])
+    with pytest.raises(ConfigError, match="shapes.scope: 'file' is not one of"):
+        load_config(None, ["shapes.scope=file"])
+    with pytest.raises(ConfigError, match="shapes.window: must be >= 1, got 0"):
+        load_config(None, ["shapes.window=0"])
 
 
 # ------------------------------------------------------------------------ the stage

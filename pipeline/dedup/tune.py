@@ -19,7 +19,7 @@ import polars as pl
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.config import DedupConfig
+from pipeline.config import DedupConfig, validate
 from pipeline.console import console
 from pipeline.dedup import clusters as C
 from pipeline.dedup.lsh import p_candidate
@@ -266,7 +266,8 @@ def tune(
 ) -> dict[str, Any]:
     """Sweep, plot, borderline pairs, and (with labels) precision/recall; writes RUN_DIR/tune/."""
     m, edges, clusters = load_run(run_dir)
-    d = DedupConfig(**m.get("dedup_config", {}))
+    known = {k: v for k, v in m.get("dedup_config", {}).items() if k in DedupConfig.model_fields}
+    d = validate(DedupConfig, known, f"{run_dir}/dedup/manifest.json", "dedup_config.")
     floor = min(d.edge_floor, d.threshold)
     base = floor if base is None else base
     if base < floor - 1e-9:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timezone
+from itertools import islice
 from typing import Any
 
 import orjson
 
-from pipeline.config import SourceConfig
+from pipeline.config import ConfigError, SourceConfig
 from pipeline.ingest.base import RawItem, Record, RecordError
 
 TEXT_FIELDS = (
@@ -118,12 +119,28 @@ def mapped_columns(spec: SourceConfig) -> dict[str, str]:
     return {name: input_field(spec, name) for name in MAPPABLE}
 
 
+class UnmappedField(ConfigError):
+    """A field mapped in `[ingest.sources.fields]` that no record of the source has: a typo in
+    the config, not damage in the data (one missing from some records follows `required`)."""
+
+    def __init__(self, item: str, src: str, seen: list[str]):
+        shown = ", ".join(seen[:20]) + (", ..." if len(seen) > 20 else "")
+        super().__init__(
+            f"fields.{item} = {src!r}: no record has a field {src!r} (fields seen: {shown})"
+        )
+
+
 class Mapper:
     """A field mapping compiled once per source: the per-record work is dict lookups only."""
 
     def __init__(self, spec: SourceConfig):
         check_transforms(spec)
         self.spec = spec
+        # Explicitly mapped fields no record has had yet, and what the records did have: the
+        # check costs one truthiness test per record once every mapped field has been seen.
+        self.unseen = dict(spec.fields)
+        self.objects = 0
+        self.keys_seen: dict[str, None] = {}
         self.plan = [
             (
                 name,
@@ -141,6 +158,9 @@ class Mapper:
         """Map one input object to a Record with one item, or say exactly what is wrong."""
         if not isinstance(obj, dict):
             return RecordError(ref, _raw(obj), f"not an object: got {type(obj).__name__}")
+        self.objects += 1
+        if self.unseen:
+            self._note_fields(obj)
         values: dict[str, Any] = {}
         problems: list[str] = []
         for name, src, required, default, has_default, tf, is_text in self.plan:
@@ -166,6 +186,19 @@ class Mapper:
                     continue
                 return RecordError(ref, _raw(obj), f"wrong type: {name} (input field {src!r}) {e}")
         return Record(ref, [RawItem(**values)], problems)
+
+    def _note_fields(self, obj: dict[str, Any]) -> None:
+        for name, src in list(self.unseen.items()):
+            if src in obj or ("." in src and lookup(obj, src) is not _MISSING):
+                del self.unseen[name]
+        if len(self.keys_seen) < 64:
+            self.keys_seen.update(dict.fromkeys(str(k) for k in islice(obj, 64)))
+
+    def check_mapped(self) -> None:
+        """After the last record: raise UnmappedField for a mapped field no record had."""
+        if self.objects and self.unseen:
+            item, src = next(iter(self.unseen.items()))
+            raise UnmappedField(item, src, list(self.keys_seen))
 
 
 def map_object(obj: Any, spec: SourceConfig, ref: str) -> Record | RecordError:

@@ -26,6 +26,7 @@ from pipeline.config import Config, SourceConfig
 from pipeline.console import console, progress
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.count import count_records
+from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.opening import check_source_path
 from pipeline.runs import (
     StageFailed,
@@ -98,7 +99,7 @@ def run(cfg: Config, stage: StageRun) -> dict[str, Any]:
         parquet_sink(errors_path, ERROR_SCHEMA, stage.meta) as errors_w,
         progress() as bar,
     ):
-        for spec in cfg.ingest.sources:
+        for i, spec in enumerate(cfg.ingest.sources):
             name = spec.display_name()
             task = bar.add_task(escape(f"ingest {name}"), total=None)
             warnings: list[str] = []
@@ -119,6 +120,8 @@ def run(cfg: Config, stage: StageRun) -> dict[str, Any]:
                         _flush(batcher, items_w, errors_w)
             except SourceUnreadable as e:
                 raise IngestIOError(f"source {name!r} ({spec.kind}): {e}") from None
+            except UnmappedField as e:  # a config error found by reading: exit 2
+                raise IngestFailed(f"source {name!r}: ingest.sources.{i}.{e}") from None
             except ValueError as e:  # a bad option (unknown transform ...), before any record
                 raise IngestFailed(f"source {name!r} ({spec.kind}): {e}") from None
             _flush(batcher, items_w, errors_w)

@@ -59,6 +59,7 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         yield from _read_csv(spec, mapper, path, ctx)
     else:
         yield from _read_parquet(spec, mapper, path, ctx)
+    mapper.check_mapped()
 
 
 EMPTY = "empty_source: the file holds no records"

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.config import ShapesConfig
+from pipeline.config import SHAPE_POLICIES, SHAPE_SCOPES, ShapesConfig
 from pipeline.dedup import clusters as C
 from pipeline.shapes.normalise import _COUNTS, edit_key_expr, edit_shape_refs, nearest_context_line
 
-SCOPES = ("change", "repo", "corpus", "edit")
-POLICIES = ("annotate", "cap", "spread")
+SCOPES = SHAPE_SCOPES  # the config's vocabulary (pipeline/config/models.py)
+POLICIES = SHAPE_POLICIES
 
 
 def _where(scope: str, path_in_key: bool) -> pl.Expr:

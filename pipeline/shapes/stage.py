@@ -9,7 +9,6 @@ together they can still blow up a training step, and split apart they leak. Grou
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,7 +30,7 @@ from pipeline.runs import (
     stage_fingerprint,
     write_parquet,
 )
-from pipeline.shapes.group import POLICIES, SCOPES, ShapesResult, find_shapes
+from pipeline.shapes.group import SCOPES, ShapesResult, find_shapes
 
 STAGE = "shapes"
 PREV_STAGE, INPUT_FILE = "dedup", "kept.parquet"
@@ -58,20 +57,6 @@ class ShapesFailed(StageFailed):
     """The shapes stage cannot run: no dedup output, or a config it cannot use."""
 
 
-def check_config(s: ShapesConfig) -> None:
-    def bad(msg: str) -> None:
-        raise ShapesFailed(f"config: shapes.{msg}")
-
-    if s.policy not in POLICIES:
-        bad(f"policy = {s.policy!r}: use one of {', '.join(POLICIES)}")
-    if s.scope not in SCOPES:
-        bad(f"scope = {s.scope!r}: use one of {', '.join(SCOPES)}")
-    if s.cap_digit_only < 1 or s.cap_other < 1:
-        bad(f"cap_digit_only / cap_other = {s.cap_digit_only} / {s.cap_other}: must be >= 1")
-    if s.window < 1:
-        bad(f"window = {s.window}: must be >= 1")
-
-
 # ------------------------------------------------------------------------ stage I/O
 
 
@@ -80,7 +65,6 @@ def input_path(cfg: Config) -> Path:
 
 
 def prepare(cfg: Config) -> StageRun:
-    check_config(cfg.shapes)
     src = input_path(cfg)
     require_output(src, PREV_STAGE, STAGE, ShapesFailed)
     section_fp = cfg.fingerprint(STAGE) + ",".join(cfg.dedup.keeper)  # cap ranks as dedup
@@ -118,7 +102,7 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
             },
             "policy": s.policy,
             "scope": s.scope,
-            "shapes_config": dataclasses.asdict(s),  # window, seed, caps: for report and why
+            "shapes_config": s.model_dump(),  # window, seed, caps: for report and why
             "groups_by_size": res.by_size,
             "largest": res.largest,
         },

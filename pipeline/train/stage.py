@@ -6,7 +6,6 @@ a stage of `editcurate run`.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 import random
@@ -16,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.config import SmokeConfig, canonical_text
+from pipeline.config import SmokeConfig, canonical_text, updated
 from pipeline.runs import (
     StageFailed,
     StageRun,
@@ -38,13 +37,7 @@ class SmokeFailed(StageFailed):
 
 
 def check_config(sc: SmokeConfig) -> None:
-    for key in ("micro_batch", "grad_accum", "max_len", "lora_r"):
-        if getattr(sc, key) < 1:
-            raise SmokeFailed(f"smoke-train: {key} must be >= 1, got {getattr(sc, key)}")
-    if not sc.lr > 0:
-        raise SmokeFailed(f"smoke-train: lr must be > 0, got {sc.lr}")
-    if sc.device not in ("auto", "cpu", "cuda"):
-        raise SmokeFailed(f"smoke-train: device must be auto, cpu or cuda, got {sc.device!r}")
+    """What the model cannot check: the checkpoint folder exists (ranges: SmokeConfig)."""
     if sc.model and not Path(sc.model).is_dir():
         raise SmokeFailed(f"smoke-train: --model {sc.model}: not a local checkpoint folder")
 
@@ -55,7 +48,7 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
         raise SmokeFailed(f"--sweep {text!r}: expected KEY=V1,V2, e.g. lr=2e-4,8e-4")
     key, raw = text.split("=", 1)
     key = key.strip()
-    fields = {f.name: f for f in dataclasses.fields(SmokeConfig)}
+    fields = SmokeConfig.model_fields
     if key not in fields:
         raise SmokeFailed(f"--sweep: unknown key {key!r}; keys: {', '.join(sorted(fields))}")
     cast = type(getattr(SmokeConfig(), key))
@@ -65,9 +58,12 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
     if cast is bool:
         return key, [v.lower() in ("1", "true", "yes") for v in vals]
     try:
-        return key, [cast(v) for v in vals]
+        values = [cast(v) for v in vals]
     except ValueError:
         raise SmokeFailed(f"--sweep {text!r}: values must be {cast.__name__}") from None
+    for v in values:  # each value in its range before anything trains (a ConfigError: exit 2)
+        updated(SmokeConfig(), f"--sweep {text!r}", **{key: v})
+    return key, values
 
 
 def classify_sweep(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,7 +113,7 @@ def prepare(run_dir: Path, sc: SmokeConfig) -> StageRun:
     check_config(sc)
     src = run_dir / "shapes" / "kept.parquet"
     require_output(src, "shapes", "smoke-train", SmokeFailed)
-    section_fp = hashlib.sha256(canonical_text(dataclasses.asdict(sc)).encode()).hexdigest()
+    section_fp = hashlib.sha256(canonical_text(sc.model_dump()).encode()).hexdigest()
     return StageRun(
         run_dir=run_dir,
         stage=STAGE,
@@ -227,7 +223,7 @@ def run(
         key, values = sweep
         runs = []
         for v in values:
-            r = _one_run(df, dataclasses.replace(sc, **{key: v}), device, fault)
+            r = _one_run(df, updated(sc, "--sweep", **{key: v}), device, fault)
             d = r["items"].filter(pl.col("dropped"))
             runs.append(
                 {
@@ -250,7 +246,7 @@ def run(
         "model": res["info"],
         "device": device,
         "dtype": "bf16 autocast" if device.startswith("cuda") else "fp32",
-        "config": dataclasses.asdict(sc),
+        "config": sc.model_dump(),
         "preflight": res["preflight_summary"],
         "items_seen": trained.height,
         "items_skipped": dropped.height,

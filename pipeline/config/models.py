@@ -1,0 +1,397 @@
+"""The config as pydantic models, one per section: types, ranges and cross-field rules.
+
+Every rule a stage relies on lives here, so a bad value anywhere fails when the file is loaded,
+before any stage runs. A rule that needs the data or the file system (a rules file, a model
+folder, a source path) stays with the stage that reads it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from pipeline.config.vocab import (
+    ITEM_FIELDS,
+    RANK_KEY_NAMES,
+    TABLE_FORMATS,
+    TEXT_FIELDS,
+    TRANSFORM_NAMES,
+    Device,
+    ExportFormat,
+    ExportScope,
+    ShapePolicy,
+    ShapeScope,
+    ShingleMode,
+    SourceKind,
+    SplitBy,
+)
+from pipeline.errors import UsageError
+from pipeline.ingest.base import DEFAULT_BOT_PATTERNS
+
+
+class ConfigError(UsageError, ValueError):
+    """A config that cannot be used; the message names the file and the key (exit 2)."""
+
+
+class FieldProblem(ValueError):
+    """Raised by a validator: `key` (relative to the model, dotted) is what the message is about."""
+
+    def __init__(self, key: str, msg: str):
+        super().__init__(msg)
+        self.key = key
+
+
+_BUILDER_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+class Section(BaseModel):
+    """Frozen, no unknown keys, no silent coercion ("5" is not an integer, 1 not a bool)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _item_field_keys(keys: Any) -> None:
+    for k in keys:
+        if k not in ITEM_FIELDS:
+            close = difflib.get_close_matches(k, ITEM_FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise FieldProblem(k, f"not an item field{hint}; item fields: {', '.join(ITEM_FIELDS)}")
+
+
+class SourceConfig(Section):
+    """One input. `kind` picks the reader; the other keys are that reader's options."""
+
+    kind: SourceKind
+    path: str = Field(min_length=1)
+    name: str = ""  # the `source` column; default: the file or folder name
+    # table: auto | jsonl | json | csv | parquet. hf: disk (load_from_disk) or a
+    # `load_dataset` builder for local files (json, csv, parquet, text ...).
+    format: str = "auto"
+    # item field -> input field (dotted for nested objects: "user.login"); table and hf.
+    fields: dict[str, str] = Field(default_factory=dict)
+    # item field -> a named transform of the mapped value (see ingest/mapping.py).
+    transforms: dict[str, str] = Field(default_factory=dict)
+    # item field -> a constant, used where the record has no value ("repo" for a file).
+    defaults: dict[str, str] = Field(default_factory=dict)
+    required: list[str] = Field(default_factory=lambda: ["before", "after"])
+    csv_delimiter: str = ","
+    # hf: which split(s) of a DatasetDict; "" = all, in sorted order.
+    split: str = ""
+    data_files: list[str] = Field(default_factory=list)  # hf with a builder
+    # git
+    rev: str = "HEAD"
+    max_commits: int = Field(default=0, ge=0)  # 0 = all
+    max_hunk_lines: int = Field(default=400, ge=0)  # a hunk with more changed lines is skipped
+    context_lines: int = Field(default=3, ge=0)
+    repo: str = ""  # git/codereviewer: the repo name; git default: the folder name
+
+    def display_name(self) -> str:
+        return self.name or Path(self.path).name
+
+    @field_validator("fields", "defaults")
+    @classmethod
+    def _item_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        _item_field_keys(v)
+        return v
+
+    @field_validator("fields")
+    @classmethod
+    def _input_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, src in v.items():
+            if not src.strip():
+                raise FieldProblem(k, "the input field name is empty")
+        return v
+
+    @field_validator("transforms")
+    @classmethod
+    def _transforms(cls, v: dict[str, str]) -> dict[str, str]:
+        _item_field_keys(v)
+        for k, name in v.items():
+            if name not in TRANSFORM_NAMES:
+                raise FieldProblem(
+                    k, f"{name!r} is not a transform; use one of {', '.join(TRANSFORM_NAMES)}"
+                )
+        return v
+
+    @field_validator("required")
+    @classmethod
+    def _required(cls, v: list[str]) -> list[str]:
+        for i, k in enumerate(v):
+            if k not in ITEM_FIELDS:
+                raise FieldProblem(
+                    str(i), f"{k!r} is not an item field; item fields: {', '.join(ITEM_FIELDS)}"
+                )
+        return v
+
+    @field_validator("csv_delimiter")
+    @classmethod
+    def _delimiter(cls, v: str) -> str:
+        if len(v) != 1 or v in '"\r\n':
+            raise ValueError(f"{v!r}: must be one character (not a quote or a line break)")
+        return v
+
+    @model_validator(mode="after")
+    def _format(self) -> SourceConfig:
+        f = self.format
+        if self.kind == "table" and f not in TABLE_FORMATS:
+            raise FieldProblem(
+                "format", f"{f!r} is not a table format; use one of {', '.join(TABLE_FORMATS)}"
+            )
+        if self.kind == "hf" and not _BUILDER_RE.fullmatch(f):
+            raise FieldProblem(
+                "format", f"{f!r}: use disk, auto or a datasets builder (json, csv, parquet ...)"
+            )
+        if self.kind not in ("table", "hf") and f != "auto":
+            raise FieldProblem("format", f"{f!r}: only table and hf sources take a format")
+        return self
+
+
+class IngestConfig(Section):
+    sources: list[SourceConfig] = Field(default_factory=list)
+    batch_size: int = Field(default=10_000, ge=1)
+    max_record_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    bot_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
+
+    @field_validator("bot_patterns")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        for i, p in enumerate(v):
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise FieldProblem(str(i), f"{p!r} is not a regular expression: {e}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> IngestConfig:
+        seen: set[str] = set()
+        for i, s in enumerate(self.sources):
+            n = s.display_name()
+            if n in seen:
+                raise FieldProblem(
+                    f"sources.{i}.name",
+                    f"two sources are both named {n!r}; give each a distinct `name`",
+                )
+            seen.add(n)
+        return self
+
+
+class FilterConfig(Section):
+    """The filter stage (pipeline/filter/)."""
+
+    rules: str = Field(default="default", min_length=1)  # a rule set in rules/, or a YAML path
+    batch_size: int = Field(default=100_000, ge=1)  # items per batch: bounds memory only
+
+
+class DedupConfig(Section):
+    """The dedup and tune stages (pipeline/dedup/)."""
+
+    # exact shingle Jaccard at or above which two items are duplicates
+    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    # Item text fields shingled; each shingle is tagged with its field, the set is the union.
+    # Default: the edit itself. Path and comment (often the commit subject) dominate small
+    # hunks and merged distinct edits of one commit; add them back here if wanted.
+    fields: list[str] = Field(default_factory=lambda: ["before", "after"], min_length=1)
+    shingle: ShingleMode = "tokens"  # tokens (code-aware \w+|[^\w\s]) or chars (code points)
+    ngram: int = Field(default=5, ge=1)  # tokens (or chars) per shingle
+    num_perm: int = Field(default=256, ge=1)  # MinHash permutations (datasketch affine32)
+    seed: int = 1  # permutation seed, as datasketch.MinHash(seed=...)
+    bands: int = Field(default=32, ge=1)  # LSH bands x rows: 32 x 8 gives P(J=0.8) = 0.997
+    rows: int = Field(default=8, ge=1)
+    # A band bucket with more items is scanned pairwise on signatures instead of expanded to
+    # all its pairs; one with more than max_bucket items is skipped and reported.
+    bucket_cap: int = Field(default=64, ge=2)
+    max_bucket: int = 20_000
+    # verified pairs at or above this go to edges.parquet (for tune)
+    edge_floor: float = Field(default=0.5, gt=0.0, le=1.0)
+    # Which item of a cluster is kept: rank keys in order, "-" = largest first; ties then
+    # broken by id, source, source_ref. Keys: comment_len, after_len, lines_changed,
+    # created_at (nulls last), human, id.
+    keeper: list[str] = Field(default_factory=lambda: ["-comment_len", "created_at", "id"])
+    batch_size: int = Field(default=100_000, ge=1)  # items shingled and MinHashed per batch
+
+    @field_validator("fields")
+    @classmethod
+    def _fields(cls, v: list[str]) -> list[str]:
+        for i, f in enumerate(v):
+            if f not in TEXT_FIELDS:
+                raise FieldProblem(
+                    str(i), f"{f!r} is not a text field; use some of {', '.join(TEXT_FIELDS)}"
+                )
+        return v
+
+    @field_validator("keeper")
+    @classmethod
+    def _keeper(cls, v: list[str]) -> list[str]:
+        for i, k in enumerate(v):
+            if k.removeprefix("-") not in RANK_KEY_NAMES:
+                raise FieldProblem(
+                    str(i),
+                    f"{k!r} is not a rank key; use {', '.join(RANK_KEY_NAMES)} "
+                    "('-' = largest first)",
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _lsh(self) -> DedupConfig:
+        if self.bands * self.rows > self.num_perm:
+            raise FieldProblem(
+                "bands",
+                f"bands x rows = {self.bands} x {self.rows} = {self.bands * self.rows} "
+                f"must fit in num_perm ({self.num_perm})",
+            )
+        if self.max_bucket < self.bucket_cap:
+            raise FieldProblem(
+                "max_bucket",
+                f"must be >= bucket_cap ({self.bucket_cap}), got {self.max_bucket}",
+            )
+        return self
+
+
+class ShapesConfig(Section):
+    """The shapes stage (pipeline/shapes/)."""
+
+    policy: ShapePolicy = "annotate"  # annotate (group columns) | cap (keep k per group) | spread
+    scope: ShapeScope = "repo"  # the groups cap and spread act on: change | repo | corpus | edit
+    # Put the file path in the group key (per-file groups; file-name groups at corpus scope).
+    # Default false: the same edit made in several files of a change or repo is one group.
+    path_in_key: bool = False
+    cap_digit_only: int = Field(default=1, ge=1)  # cap: items kept per digit-only group
+    cap_other: int = Field(default=2, ge=1)  # cap: items kept per other group
+    context_key: bool = False  # add the nearest context line to the group key
+    window: int = Field(default=16, ge=1)  # spread: items per window (micro-batch x accum)
+    seed: int = 0  # spread: seed of the batch order
+
+
+def iso_cutoff(after: str) -> datetime:
+    """export.after as a datetime (naive = UTC is the caller's business)."""
+    return datetime.fromisoformat(after)
+
+
+class ExportConfig(Section):
+    """The export stage (pipeline/export.py)."""
+
+    split_by: SplitBy = "ratio"  # ratio (seeded, whole groups) | repo (whole repos) | time
+    ratios: list[float] = Field(default_factory=lambda: [0.9, 0.05, 0.05])  # train/val/test
+    seed: int = 0  # seed of the group order the splits are dealt from
+    scope: ExportScope = "repo"  # shape groups kept in one split
+    after: str = ""  # time: ISO date; a group with an item at or after it goes to test
+    format: ExportFormat = "plain"  # plain | sft (adds prompt, completion: pipeline/template.py)
+
+    @field_validator("ratios")
+    @classmethod
+    def _ratios(cls, v: list[float]) -> list[float]:
+        if len(v) != 3 or not all(x >= 0 for x in v) or not abs(sum(v) - 1) <= 1e-6:
+            raise ValueError(f"three shares (train, validation, test) >= 0 summing to 1, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _after(self) -> ExportConfig:
+        if self.split_by == "time":
+            try:
+                iso_cutoff(self.after)
+            except ValueError:
+                raise FieldProblem(
+                    "after", f"{self.after!r}: time splits need an ISO date, e.g. 2024-06-01"
+                ) from None
+        return self
+
+
+class SmokeConfig(Section):
+    """The smoke-train command (pipeline/train/); not part of `editcurate run`."""
+
+    model: str = ""  # a local HF checkpoint folder; "" = the tiny byte-level model
+    lr: float = Field(default=2e-4, gt=0)  # AdamW learning rate
+    micro_batch: int = Field(default=1, ge=1)  # items per forward/backward
+    grad_accum: int = Field(default=16, ge=1)  # micro-batches per optimizer step
+    max_len: int = Field(default=1024, ge=1)  # tokens per item after truncation
+    seed: int = 0  # model init, LoRA init and (without batch_order) the item order
+    warmup: float = Field(default=0.1, ge=0, le=1)  # fraction of steps with a linear warmup
+    clip: float = Field(default=1.0, gt=0)  # grad-norm clip, applied only after the finite check
+    skip_budget: float = Field(default=0.01, ge=0, le=1)  # more skipped (non-finite): fails
+    lora_r: int = Field(default=16, ge=1)
+    lora_alpha: int = Field(default=32, ge=1)
+    exclude_bad: bool = True  # leave out zero-supervision and truncated-target items
+    eval_items: int = Field(default=32, ge=0)  # items generated for edit similarity (greedy)
+    max_new_tokens: int = Field(default=128, ge=1)  # generation length cap
+    probe_batch: int = Field(default=0, ge=0)  # K > 0: probe K-item batches, bisect bad ones
+    device: Device = "auto"  # auto (cuda when available) | cpu | cuda
+
+
+class RunConfig(Section):
+    name: str = "default"
+    root: str = Field(default="data/runs", min_length=1)  # relative to the config's folder
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, n: str) -> str:
+        if n in ("", ".", "..") or any(c in n for c in "/\\\0") or n != n.strip():
+            raise ValueError(
+                f"{n!r}: must be a plain folder name inside run.root "
+                "(no '/', '\\', '..', or surrounding spaces)"
+            )
+        return n
+
+
+SECTIONS = ("run", "ingest", "filter", "dedup", "shapes", "export", "smoke")
+
+
+class Config(Section):
+    run: RunConfig = Field(default_factory=RunConfig)
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+    filter: FilterConfig = Field(default_factory=FilterConfig)
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+    shapes: ShapesConfig = Field(default_factory=ShapesConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    smoke: SmokeConfig = Field(default_factory=SmokeConfig)
+    # Folder that relative paths are resolved against (the config file's); not fingerprinted
+    # and not compared.
+    _base_dir: str = PrivateAttr(default=".")
+
+    @property
+    def base_dir(self) -> str:
+        return self._base_dir
+
+    def with_base_dir(self, base: str | Path) -> Config:
+        c = self.model_copy()
+        c._base_dir = str(base)
+        return c
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else Path(os.path.normpath(Path(self.base_dir) / p))
+
+    @property
+    def run_dir(self) -> Path:
+        return self.resolve(self.run.root) / self.run.name
+
+    def section(self, name: str) -> dict[str, Any]:
+        if name not in SECTIONS:
+            raise KeyError(name)
+        model: BaseModel = getattr(self, name)
+        return model.model_dump(mode="json")
+
+    def fingerprint(self, section: str | None = None) -> str:
+        """sha256 of the canonical text of one section, or of the whole config."""
+        data = self.section(section) if section else self.canonical()
+        return hashlib.sha256(canonical_text(data).encode()).hexdigest()[:16]
+
+    def canonical(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self.canonical() == other.canonical()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def canonical_text(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
