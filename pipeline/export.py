@@ -36,9 +36,18 @@ import pyarrow.parquet as pq
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.config import Config, ExportConfig
+from pipeline.config import (
+    EXPORT_FORMATS,
+    EXPORT_SCOPES,
+    SPLIT_BYS,
+    Config,
+    ExportConfig,
+    iso_cutoff,
+)
 from pipeline.console import console
 from pipeline.dedup import clusters as C
+from pipeline.report.render import md_cell_code as code_cell
+from pipeline.report.render import md_text
 from pipeline.runs import (
     StageFailed,
     StageRun,
@@ -53,10 +62,10 @@ from pipeline.verify import cross_split_groups
 
 STAGE = "export"
 SPLITS = ("train", "validation", "test")
-SPLIT_BY = ("ratio", "repo", "time")
-SCOPES = ("change", "repo", "corpus", "edit", "none")
+SPLIT_BY = SPLIT_BYS  # the config's vocabulary (pipeline/config/models.py)
+SCOPES = EXPORT_SCOPES
 EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
-FORMATS = ("plain", "sft")
+FORMATS = EXPORT_FORMATS
 INPUTS = {
     "shapes/kept.parquet": ("shapes", "kept.parquet"),
     "shapes/shapes.parquet": ("shapes", "shapes.parquet"),
@@ -65,30 +74,11 @@ INPUTS = {
 
 
 class ExportFailed(StageFailed):
-    """The export stage cannot run: no shapes output, or a config it cannot use."""
-
-
-def check_config(e: ExportConfig) -> None:
-    def bad(msg: str) -> None:
-        raise ExportFailed(f"config: export.{msg}")
-
-    if e.split_by not in SPLIT_BY:
-        bad(f"split_by = {e.split_by!r}: use one of {', '.join(SPLIT_BY)}")
-    if e.scope not in SCOPES:
-        bad(f"scope = {e.scope!r}: use one of {', '.join(SCOPES)}")
-    if e.format not in FORMATS:
-        bad(f"format = {e.format!r}: use one of {', '.join(FORMATS)}")
-    if len(e.ratios) != 3 or min(e.ratios) < 0 or abs(sum(e.ratios) - 1) > 1e-6:
-        bad(f"ratios = {e.ratios}: three shares (train, validation, test) >= 0 summing to 1")
-    if e.split_by == "time":
-        try:
-            cutoff(e.after)
-        except ValueError:
-            bad(f"after = {e.after!r}: time splits need an ISO date, e.g. 2024-06-01")
+    """The export stage cannot run: no shapes output (its config is checked at load)."""
 
 
 def cutoff(after: str) -> datetime:
-    t = datetime.fromisoformat(after)
+    t = iso_cutoff(after)
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
@@ -217,7 +207,6 @@ def _path(cfg: Config, rel: str) -> Path:
 
 
 def prepare(cfg: Config) -> StageRun:
-    check_config(cfg.export)
     for rel, (stage, _) in INPUTS.items():
         require_output(_path(cfg, rel), stage, STAGE, ExportFailed)
     return StageRun(
@@ -342,7 +331,8 @@ def save_hf(tables: dict[str, pa.Table], dest: Path) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     datasets.disable_progress_bars()  # the stage prints its own summary
     try:
-        dd.save_to_disk(str(tmp))
+        # an empty split still gets its one (empty) shard: with none, load_from_disk fails
+        dd.save_to_disk(str(tmp), num_shards={k: 1 for k, t in tables.items() if not t.num_rows})
     finally:
         datasets.enable_progress_bars()
     shutil.rmtree(dest, ignore_errors=True)
@@ -355,7 +345,7 @@ def write_card(
     """The dataset card: counts, the split rule, sources and fingerprints."""
     n = max(counts["items_in"], 1)
     lines = [
-        f"# editcurate export: {cfg.run.name}",
+        f"# editcurate export: {md_text(cfg.run.name)}",
         "",
         "Code-review edits (before -> after with the review comment), curated by editcurate",
         "(ingest, filter, dedup, shapes) and split leakage-free by whole group.",
@@ -384,7 +374,7 @@ def write_card(
         "",
         "| source | split | items |",
         "|---|---|---:|",
-        *(f"| {r['source']} | {r['split']} | {r['len']} |" for r in extra["by_source"]),
+        *(f"| {code_cell(r['source'])} | {r['split']} | {r['len']} |" for r in extra["by_source"]),
         "",
         "## Provenance",
         "",

@@ -61,6 +61,11 @@ def run_lock(run_dir: Path, root: Path | None = None, create: bool = True) -> It
 
     if root is not None:
         check_inside(run_dir, root)
+    if "[" in str(run_dir) or "]" in str(run_dir):
+        raise UsageError(
+            f"{run_dir}: a run folder path with '[' or ']' cannot be used: polars reads the "
+            "stage outputs' paths as globs; choose another run.name or run.root"
+        )
     if not create and not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -259,7 +264,9 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
         m = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         return None
-    return m if isinstance(m, dict) else None  # anything but an object: not a manifest
+    # anything but an object whose outputs and counts are objects: not a manifest (unfinished)
+    ok = isinstance(m, dict) and all(isinstance(m.get(k, {}), dict) for k in ("outputs", "counts"))
+    return m if ok else None
 
 
 # Which code a stage's output depends on: a change there re-runs the stage.

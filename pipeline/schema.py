@@ -38,8 +38,20 @@ ITEM_SCHEMA = pa.schema(
 # Ingest's second output: every input record that gave no item, with why. `severity` tells a
 # malformed record ("error") from a well-formed one that holds no review edit ("skip": a review
 # comment without a suggestion, a binary file change ...).
-# Item text a secret could hide in: masked at ingest, before the first write (pipeline/secrets).
-SECRET_FIELDS = ("repo", "change", "path", "before", "after", "context", "comment", "author")
+# Item text a secret could hide in: masked at ingest, before the first write (pipeline/secrets);
+# source_ref too, as a git ref holds the file's path.
+SECRET_FIELDS = (
+    "source_ref",
+    "repo",
+    "change",
+    "path",
+    "language",
+    "before",
+    "after",
+    "context",
+    "comment",
+    "author",
+)
 
 ERROR_SCHEMA = pa.schema(
     [

@@ -9,9 +9,10 @@ Rules come from two places:
   whole match (`(ghp|gho)_...` names a prefix). Left out: its IP-address detector
   (not a secret), and its private-key and JWT patterns, which match a header alone; ours below
   need the key body / all three JWT parts.
-- ours: private-key blocks (header, body, to the END line or the end of the text), JWTs,
-  `password / secret / token / api_key = <literal>` assignments (env, YAML, JSON, code), and
-  high-entropy literals in any assignment.
+- ours: private-key blocks (header, body, to the END line or the end of the text; a body and
+  END line whose header was cut off, as in a diff's context), JWTs, `password / secret / token
+  / api_key = <literal>` assignments (env, YAML, JSON, code), and high-entropy literals in any
+  assignment; a literal may be triple-quoted or cut off at the end of its line.
 
 Not secrets: placeholders (`${X}`, `{token}`, `<x>`, `%(x)s`, `***`, `changeme`), code (a
 call, an attribute, a subscript), tokenizer special tokens (`"<|endoftext|>"`), git SHAs and
@@ -74,7 +75,9 @@ _ASSIGN = re.compile(
     + r""")["']?)                       # the name ends with a credential word
     (?:\s*:\s*[A-Za-z_][\w\[\], .]*?)??  # an optional type annotation (password: str = ...)
     \s*(?::=|=>|=|:)\s*
-    (?:(?P<q>["'])(?P<quoted>[^"'\n]{6,200})(?P=q) | (?P<bare>[^\s"',;#]{6,200}))""",
+    (?:(?P<q>["'])(?P=q){0,2}(?P<quoted>[^"'\n]{6,200})  # quoted, or triple-quoted
+       (?:(?P=q)|(?=\r?\n|\Z))                           # closed, or cut off at a line end
+    | (?P<bare>[^\s"',;#]{6,200}))""",
     re.I | re.X,
 )
 
@@ -109,7 +112,8 @@ _DIGEST_NAMES = re.compile(
     re.I,
 )
 _HIGH = re.compile(
-    r"""(?P<name>[\w.-]+)["']?\s*(?::=|=>|=|:)\s*(?P<q>["'])(?P<v>[A-Za-z0-9+/=_-]{24,})(?P=q)"""
+    r"""(?P<name>[\w.-]+)["']?\s*(?::=|=>|=|:)\s*(?P<q>["'])(?P=q){0,2}"""
+    r"""(?P<v>[A-Za-z0-9+/=_-]{24,})(?:(?P=q)|(?=\r?\n|\Z))"""
 )
 
 
@@ -128,17 +132,39 @@ def _high_entropy_ok(m: re.Match[str]) -> bool:
     return entropy(v) >= min(4.3, 0.85 * math.log2(len(v)))
 
 
+_KEY_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+# A key body read backwards from its END line (reversed, so one anchored match walks it in
+# linear time): separators (newlines, escaped "\n", spaces) and base64 runs of 16+.
+_BODY_REVERSED = re.compile(
+    r"(?:(?:[ \t]*(?:\n\r?|n\\(?:r\\)?)[ \t]*|[ \t]+)[A-Za-z0-9+/=]{16,}(?!\\))+"
+)
+
+
+def _key_tail_start(m: re.Match[str]) -> int | None:
+    """Where the key body before an END line starts, or None when none is there (a key whose
+    header was cut off, as in a diff's context: the body alone is still the secret)."""
+    size = 2048  # grown while the body fills it, to 32k (an 8192-bit key's body is 6.5k)
+    while True:
+        window = m.string[max(0, m.start() - size) : m.start()]
+        body = _BODY_REVERSED.match(window[::-1])
+        if not body or body.end() < len(window) - 100 or size > 20_000:
+            return m.start() - body.end() if body else None
+        size *= 4
+
+
 def _own_rules() -> list[Rule]:
     return [
         Rule(
             "private_key",
             re.compile(
-                r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[ \t]*(?:\r?\n|\\r?\\n)"
+                r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+                r"(?:[ \t]*(?:\r?\n|\\r?\\n)|[ \t]+)"  # a newline, or spaces on one line
                 r"(?:[A-Za-z-]+:[^\n]*(?:\r?\n|\\r?\\n)){0,4}\s*(?:\\n)?[ \t]*[A-Za-z0-9+/=]{16,}"
-                r"[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+                r"[\s\S]*?(?:" + _KEY_END + r"|\Z)"
             ),
             r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY",
         ),
+        Rule("private_key", re.compile(_KEY_END), _KEY_END, "key_tail"),  # a header cut off
         Rule(
             "jwt",
             re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
@@ -154,7 +180,7 @@ def _own_rules() -> list[Rule]:
         Rule(
             "high_entropy_assignment",
             _HIGH,
-            r"(?::|=)\s*[\"'][A-Za-z0-9+/=_-]{24,}[\"']",
+            r"(?::|=)\s*[\"']{1,3}[A-Za-z0-9+/=_-]{24,}",
             "v",
             _high_entropy_ok,
         ),
@@ -256,7 +282,7 @@ def detect_secrets_rules() -> list[Rule]:
 def rules() -> tuple[Rule, ...]:
     """Specific detectors first: where two find the same secret, the first names it."""
     own = _own_rules()
-    return (*own[:2], *detect_secrets_rules(), *own[2:])
+    return (*own[:3], *detect_secrets_rules(), *own[3:])
 
 
 @lru_cache(maxsize=1)
@@ -285,6 +311,9 @@ def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
     if r.group == "quoted_or_bare":
         g = "quoted" if m.group("quoted") is not None else "bare"
         return m.span(g)
+    if r.group == "key_tail":  # an END line alone is a mention: an empty span, no finding
+        s = _key_tail_start(m)
+        return (m.end() if s is None else s), m.end()
     if r.group == 1:  # detect-secrets: group 1 is the secret when it holds one, else a prefix
         s, e = m.span(1)
         return (s, e) if s >= 0 and e - s >= 8 else m.span(0)

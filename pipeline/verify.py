@@ -42,7 +42,7 @@ def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
     for d in dirs:
         m = read_manifest(d)
         if m is None:
-            problems.append(f"{d.name}/{MANIFEST}: unreadable")
+            problems.append(f"{d.name}/{MANIFEST}: unreadable, or not a stage manifest")
             continue
         before = len(problems)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.config import ExportConfig
-from pipeline.export import SPLITS, ExportFailed, assign_splits, check_config, groupings
+from pipeline.config import ConfigError, ExportConfig, load_config
+from pipeline.export import SPLITS, assign_splits, groupings
 from pipeline.runs import write_parquet
 from pipeline.schema import ITEM_SCHEMA
 from pipeline.template import render
@@ -116,17 +117,20 @@ def test_time_split_sends_whole_late_groups_to_test() -> None:
     assert {split[f"id000{k}"] for k in range(2, 6)} <= {"train", "validation"}
 
 
-def test_check_config() -> None:
-    check_config(ExportConfig())
-    for bad, msg in (
-        (ExportConfig(split_by="random"), "export.split_by"),
-        (ExportConfig(ratios=[0.9, 0.2, 0.0]), "export.ratios"),
-        (ExportConfig(scope="file"), "export.scope"),
-        (ExportConfig(format="chat"), "export.format"),
-        (ExportConfig(split_by="time"), "export.after"),
-    ):
-        with pytest.raises(ExportFailed, match=msg):
-            check_config(bad)
+@pytest.mark.parametrize(
+    "override, msg",
+    [
+        ("export.split_by=random", "export.split_by: 'random' is not one of"),
+        ("export.ratios=[0.9, 0.2, 0.0]", "export.ratios: three shares"),
+        ("export.scope=file", "export.scope: 'file' is not one of"),
+        ("export.format=chat", "export.format: 'chat' is not one of"),
+        ("export.split_by=time", "export.after: '': time splits need an ISO date"),
+    ],
+)
+def test_bad_export_config_fails_at_load(override: str, msg: str) -> None:
+    load_config(None)  # the defaults are valid
+    with pytest.raises(ConfigError, match=re.escape(msg)):
+        load_config(None, [override])
 
 
 def test_template() -> None:

@@ -144,3 +144,43 @@ def test_no_planted_secret_reaches_any_output_of_a_run(tmp_path, cli):
     masked = m["conservation"]["sources"]["d.jsonl"]["secrets_masked"]
     assert masked["jwt"] >= 2 and masked["private_key"] == 1
     assert cli("verify", run).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"-----BEGIN RSA PRIVATE KEY----- {KEY_BODY} -----END RSA PRIVATE KEY-----",  # one line
+        f"{KEY_BODY}\n{KEY_BODY}\n-----END RSA PRIVATE KEY-----\nx = 2",  # header cut off
+        f'k = "{KEY_BODY}\\n{KEY_BODY}\\n-----END PRIVATE KEY-----\\n"',  # escaped, headless
+        'SIGNING = "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS',  # cut off before its closing quote
+        'client_secret: "s3cr3t-v4lue-9',
+        'password = """hunter2pass!"""',  # triple-quoted
+    ],
+    ids=["pem_one_line", "pem_headless", "pem_escaped_headless", "cut_high", "cut_cred", "triple"],
+)
+def test_secrets_in_flattened_or_cut_text_are_masked(text):
+    masked, fired = S.mask(text)
+    assert fired and "[REDACTED:" in masked
+    for secret in (KEY_BODY, "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS", "s3cr3t-v4lue-9", "hunter2pass"):
+        assert secret not in masked, masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the -----END RSA PRIVATE KEY----- line closes it",
+        "-----BEGIN RSA PRIVATE KEY----- is the header",
+        'password = ""',
+    ],
+)
+def test_key_markers_without_a_body_are_mentions(text):
+    assert S.mask(text) == (text, [])
+
+
+def test_a_headless_key_walk_stays_linear():
+    import time
+
+    many_ends = (("A" * 64 + "\n") * 3 + "-----END RSA PRIVATE KEY-----\n") * 5000
+    t = time.time()
+    masked, _ = S.mask(many_ends)
+    assert time.time() - t < 10 and "A" * 64 not in masked

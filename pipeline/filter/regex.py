@@ -50,6 +50,12 @@ def check_pattern(pattern: str, ignore_case: bool = False) -> str | None:
     bad = _backtracking(tree)
     if bad:
         return f"regex {pattern!r} can backtrack catastrophically: {bad}"
+    n = _counted(tree)
+    if n > MAX_COUNTED:
+        return (
+            f"regex {pattern!r} repeats {n} times in counted repeats ({{m,n}}; nested ones "
+            f"multiply); at most {MAX_COUNTED}: past that polars takes seconds per MB"
+        )
     why = _polars_problem(full)
     if why and "size limit" in why:
         return f"regex {pattern!r} is too large for polars (Rust regex): {why}{_SMALLER}"
@@ -141,6 +147,20 @@ def _overlapping_branch(sub) -> bool:
         if op not in _REPEATS and any(_overlapping_branch(c) for c in _children(op, av)):
             return True
     return False
+
+
+MAX_COUNTED = 1000  # a{2000} or (a{50}){60} on 2 MB of near misses: 10-20 s in polars
+
+
+def _counted(sub) -> int:
+    """The largest repeat count along any nesting of counted repeats (a{m,n}: n, a{m,}: m)."""
+    best = 1
+    for op, av in sub:
+        inner = max((_counted(c) for c in _children(op, av)), default=1)
+        if op in _REPEATS:
+            inner *= max(1, av[0] if av[1] == sre_c.MAXREPEAT else av[1])
+        best = max(best, inner)
+    return best
 
 
 def _backtracking(sub) -> str | None:

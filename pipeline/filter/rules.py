@@ -1,4 +1,5 @@
-"""Rules files: YAML data (safe_load; nothing executed), includes, overrides, validation.
+"""Rules files: YAML data (safe_load, no aliases; nothing executed), includes, overrides,
+validation.
 
 A bad rules file fails at load time with one message naming the file, the rule and the problem:
 an unknown type or key, a field that is not an item text field, a regex that is invalid, that
@@ -237,6 +238,17 @@ def _resolve(ref: str, rel_to: Path) -> Path:
     return p if p.is_absolute() else rel_to / p
 
 
+class _PlainLoader(yaml.SafeLoader):
+    """safe_load without anchors and aliases: a rules file is plain data, and an alias bomb
+    (9 levels of 9 aliases) would expand to billions of nodes in a message or a fingerprint."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", mark)
+        return super().compose_node(parent, index)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -245,7 +257,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise RulesError(f"{path}: cannot read rules file: {e}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_PlainLoader)  # SafeLoader, aliases refused
     except yaml.YAMLError as e:
         msg = " ".join(str(e).split())
         raise RulesError(f"{path}: invalid YAML (only plain data is allowed): {msg}") from None

@@ -170,13 +170,14 @@ class Batcher:
     def _add_error(self, err: RecordError) -> None:
         e = self._errors
         e["source"].append(self.source)
-        e["source_ref"].append(err.ref)
+        ref, fired_ref = secrets.mask(err.ref)
+        e["source_ref"].append(ref)
         e["severity"].append(err.severity)
         reason, fired = secrets.mask(err.reason)
         raw, fired_raw = masked_raw(err.raw)
         e["reason"].append(reason)
         e["raw"].append(raw)
-        self._count_secrets(fired + fired_raw)
+        self._count_secrets(fired_ref + fired + fired_raw)
         if err.severity == "skip":
             self.skipped += 1
         else:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pipeline import secrets
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, RawItem, Record, RecordError, SourceUnreadable
 from pipeline.ingest.gitpaths import _diff_path, _header_path, _unquote
@@ -261,7 +262,8 @@ class _Miner:
             path = raw_path.decode()
         except UnicodeDecodeError:
             path, bad = raw_path.decode("utf-8", "backslashreplace"), head
-        ref_path = path.replace("%", "%25").replace("#", "%23")  # "#" is the batcher's
+        # "#" is the batcher's; a secret in a path is masked here, so refs stay unique
+        ref_path = secrets.mask(path)[0].replace("%", "%25").replace("#", "%23")
         out: list[Record | RecordError] = []
         n_hunks = 0
         while line is not None and line.startswith(b"@@ "):

@@ -30,6 +30,8 @@ def _load(spec: SourceConfig, path: Path):
                 f"{path}: not a saved dataset; for data files set format to a builder "
                 "(json, csv, parquet)"
             ) from None
+        except Exception as e:  # damaged files: datasets and pyarrow raise many types
+            raise SourceUnreadable(f"{path}: cannot load the saved dataset: {e}") from None
     files = [str(path / f) for f in spec.data_files] if spec.data_files else [str(path)]
     if spec.data_files and not path.is_dir():
         raise SourceUnreadable(f"{path}: data_files are given, so path must be their folder")
@@ -65,3 +67,4 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
                 obj = {c: batch[c][i] for c in cols}
                 yield mapper(obj, f"{prefix}row {row}")
             ctx.advance(n)
+    mapper.check_mapped()

@@ -137,3 +137,26 @@ def ingest_subprocess(
         timeout=timeout,
         env=env,
     )
+
+
+@pytest.fixture
+def quick_plots(monkeypatch):
+    """Plots are pixels of counts, never data text: here they skip layout and rendering (0.8 s
+    a run) and are a 1x1 PNG, so a hundred runs stay fast. The report's text is built as ever."""
+    import matplotlib.pyplot as plt
+
+    from pipeline.report import plots
+
+    def save(fig, path: Path) -> str:
+        plt.close(fig)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_PNG)
+        return path.name
+
+    monkeypatch.setattr(plots, "_save", save)
+
+
+_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082"
+)

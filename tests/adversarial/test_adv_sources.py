@@ -18,6 +18,7 @@ from pipeline.config import SourceConfig
 from pipeline.ingest import table
 from pipeline.ingest.base import IngestContext
 from pipeline.ingest.count import count_records
+from pipeline.ingest.mapping import UnmappedField
 from tests.adversarial.conftest import EXIT_DATA, EXIT_IO, EXIT_OK, GOOD, ingest_subprocess, jsonl
 
 
@@ -165,6 +166,11 @@ def test_the_independent_count_matches_the_reader_on_random_damage(tmp_path, mon
             p.write_bytes(data)
             limit = rnd.choice([8, 16, 64])
             spec = SourceConfig(kind="table", path=str(p), fields={"before": "a", "after": "b"})
-            recs = list(table.read(spec, p, IngestContext(max_record_bytes=limit)))
+            recs: list = []
+            try:  # random bytes rarely hold the mapped fields: a config error after the last
+                for rec in table.read(spec, p, IngestContext(max_record_bytes=limit)):
+                    recs.append(rec)
+            except UnmappedField:
+                pass
             n, unit = count_records(spec, p, limit)
             assert n == len(recs), (name, data, limit, unit, [(r.ref) for r in recs])
