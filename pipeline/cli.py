@@ -1,30 +1,34 @@
-"""The `editcurate` command: one sub-command per stage, `run` for all of them, and `verify`.
+"""The `editcurate` command: a thin layer over the Python API (pipeline/api.py).
+
+`run` runs every stage of PIPELINE (from a config, or from input paths with no config), one
+sub-command per stage runs just that stage, and `verify`, `report`, `tune`, `why` and
+`smoke-train` read a run folder. Heavy libraries are imported inside the commands, so
+`--help` stays fast.
 
 Every failure is one line on stderr (data is never read as Rich markup) and an exit code from
 pipeline/errors.py: 0 ok, 1 data or check failed, 2 usage or config, 3 I/O or environment.
-`--debug` (or EDITCURATE_DEBUG=1) lets the traceback through.
+`--debug` (or EDITCURATE_DEBUG=1) lets the traceback through. Progress and logs go to stderr;
+`--json` prints a machine-readable summary on stdout.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.text import Text
 from typer.core import TyperGroup
 
-from pipeline import export as export_stage
-from pipeline import filter as filter_stage
-from pipeline import shapes as shapes_stage
-from pipeline.config import Config, ConfigError, config_toml, load_config
 from pipeline.console import console
-from pipeline.dedup import stage as dedup_stage
-from pipeline.errors import DATA, USAGE, DataError, exit_code, one_line
-from pipeline.ingest import stage as ingest_stage
-from pipeline.runs import StageFailed, read_manifest, run_lock
-from pipeline.verify import verify_run
+from pipeline.errors import DATA, USAGE, exit_code, one_line
+from pipeline.stage import NAMES
+
+if TYPE_CHECKING:
+    from pipeline.api import Pipeline, Run
+    from pipeline.runner import StageResult
+    from pipeline.stage import Stage
 
 _DEBUG = {"on": False}  # set by the top-level callback on every invocation
 
@@ -64,10 +68,22 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        typer.echo(f"editcurate {metadata.version('editcurate')}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _main(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show the traceback of a failure.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version, help="Print the version."),
     ] = False,
 ) -> None:
     """Curate code-review edits into a clean fine-tuning corpus."""
@@ -75,6 +91,10 @@ def _main(
 
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="TOML config file.")]
+OptConfigOpt = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs Optional here
+    typer.Option("--config", "-c", help="TOML config file (else: the paths given)."),
+]
 SetOpt = Annotated[
     Optional[list[str]],  # noqa: UP045 - typer needs Optional here
     typer.Option("--set", "-s", help="Override a config key: --set ingest.batch_size=5000"),
@@ -86,28 +106,9 @@ PrintOpt = Annotated[
         "--print-config", help="Print the effective config (every default) as TOML and exit."
     ),
 ]
-
-# Stages in pipeline order. Each module has prepare(cfg) -> StageRun, run(cfg, stage_run) and
-# print_summary(manifest), and raises its own Failed error for one-line user-facing failures.
-STAGES = {
-    "ingest": ingest_stage,
-    "filter": filter_stage,
-    "dedup": dedup_stage,
-    "shapes": shapes_stage,
-    "export": export_stage,
-}
-
-
-def _load(config: Path, overrides: list[str] | None, print_config: bool = False) -> Config:
-    """The validated config; with --print-config, print it as TOML and exit 0 instead."""
-    try:
-        cfg = load_config(config, overrides or [])
-    except ConfigError as e:
-        _fail(str(e))
-    if print_config:
-        typer.echo(config_toml(cfg, str(config)), nl=False)
-        raise typer.Exit(0)
-    return cfg
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")
+]
 
 
 def _fail(msg: str, code: int = USAGE) -> NoReturn:
@@ -115,46 +116,56 @@ def _fail(msg: str, code: int = USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _run_stage(cfg: Config, name: str, force: bool) -> None:
-    mod = STAGES[name]
-    try:
-        sr = mod.prepare(cfg)
-        if not force and sr.is_fresh():
-            console.print(f"[dim]{name}: unchanged inputs and config, skipped (--force to re-run)")
-            mod.print_summary(read_manifest(sr.dir))
-        else:
-            mod.run(cfg, sr)
-            m = read_manifest(sr.dir) or {}
-            mod.print_summary(m)
-            console.print(Text(f"{name}: wrote {sr.dir} in {m.get('wall_s', 0):.1f}s"))
-    except StageFailed as e:
-        _fail(str(e), e.exit_code)
-    if name == "ingest":
-        _check_ingest(read_manifest(sr.dir) or {})
+def _pipeline(
+    config: Path | None,
+    sets: list[str] | None,
+    paths: list[Path] | None = None,
+    out: Path | None = None,
+    print_config: bool = False,
+) -> Pipeline:
+    """The Pipeline from a config or from input paths; --print-config prints it and exits."""
+    from pipeline.api import Pipeline
+    from pipeline.config import config_toml
+
+    if config is not None and paths:
+        _fail("give a config or input paths, not both")
+    if config is not None:
+        p = Pipeline.from_config(config, sets=sets or [])
+    elif paths:
+        p = Pipeline.from_paths(*paths, out=out, sets=sets or [])
+    else:
+        _fail("give input paths (editcurate run edits.jsonl) or --config FILE")
+    if print_config:
+        typer.echo(config_toml(p.config, str(config or "")), nl=False)
+        raise typer.Exit(0)
+    return p
 
 
-def _lock(cfg: Config):
-    """The run folder held for this command (inside run.root, one process at a time)."""
-    return run_lock(cfg.run_dir, cfg.resolve(cfg.run.root))
+def _show(stage: Stage, result: StageResult) -> None:
+    """After each stage: its summary, and what it wrote (or that it was skipped)."""
+    from pipeline.stage import resolve
+
+    m = result.manifest
+    if result.skipped:
+        console.print(
+            Text(f"{stage.name}: unchanged inputs and config, skipped (--force to re-run)"),
+            style="dim",
+        )
+    if stage.summary is not None:
+        resolve(stage.summary)(m)
+    if not result.skipped:
+        console.print(
+            Text(
+                f"{stage.name}: wrote {stage.name}/ in {m.get('wall_s', 0):.1f}s "
+                f"({m.get('cpu_s', 0):.1f}s CPU)"
+            )
+        )
 
 
-def _one_stage(cfg: Config, name: str, force: bool) -> None:
-    with _lock(cfg):
-        _run_stage(cfg, name, force)
-
-
-def _check_ingest(m: dict[str, Any]) -> None:
-    """An ingest that gave no item fails the data (exit 1), naming what went wrong."""
-    c = m.get("counts", {})
-    if c.get("items_out", 0) > 0:
-        return
-    n = c.get("records_in", 0)
-    if not n:
-        raise DataError("ingest: the sources held no records; nothing to curate")
-    raise DataError(
-        f"ingest: every one of {n} records failed or was skipped ({c.get('errors_out', 0)} "
-        f"errors, {c.get('skipped_out', 0)} skipped); see ingest/errors.parquet"
-    )
+def _one_stage(
+    name: str, config: Path, sets: list[str] | None, force: bool, print_config: bool
+) -> None:
+    _pipeline(config, sets, print_config=print_config).run(only=name, force=force, on_stage=_show)
 
 
 @app.command()
@@ -162,7 +173,7 @@ def ingest(
     config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
 ) -> None:
     """Read every configured source into items.parquet (+ errors.parquet)."""
-    _one_stage(_load(config, set_, print_config), "ingest", force)
+    _one_stage("ingest", config, set_, force, print_config)
 
 
 @app.command("filter")
@@ -170,7 +181,7 @@ def filter_(
     config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
 ) -> None:
     """Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."""
-    _one_stage(_load(config, set_, print_config), "filter", force)
+    _one_stage("filter", config, set_, force, print_config)
 
 
 @app.command()
@@ -178,7 +189,7 @@ def dedup(
     config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
 ) -> None:
     """Remove exact and near duplicates (shingle Jaccard) from the filter stage's kept items."""
-    _one_stage(_load(config, set_, print_config), "dedup", force)
+    _one_stage("dedup", config, set_, force, print_config)
 
 
 @app.command()
@@ -186,7 +197,7 @@ def shapes(
     config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
 ) -> None:
     """Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."""
-    _one_stage(_load(config, set_, print_config), "shapes", force)
+    _one_stage("shapes", config, set_, force, print_config)
 
 
 FormatOpt = Annotated[
@@ -205,7 +216,58 @@ def export(
 ) -> None:
     """Split shapes' kept items into train/validation/test by whole group; Parquet + HF dataset."""
     extra = [f"export.format={format_}"] if format_ else []
-    _one_stage(_load(config, [*(set_ or []), *extra], print_config), "export", force)
+    _one_stage("export", config, [*(set_ or []), *extra], force, print_config)
+
+
+@app.command("run")
+def run_all(
+    paths: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Argument(
+            help="Input files or folders (JSONL, JSON, CSV, Parquet, a git repo, "
+            "a saved dataset); no config needed."
+        ),
+    ] = None,
+    config: OptConfigOpt = None,
+    set_: SetOpt = None,
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--out", "-o", help="Run folder (with paths; default ./runs/<stem>)."),
+    ] = None,
+    until: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help=f"Stop after this stage: {', '.join(NAMES)}."),
+    ] = None,
+    force: ForceOpt = False,
+    json_: JsonOpt = False,
+    print_config: PrintOpt = False,
+) -> None:
+    """Run every stage in order (unchanged ones are skipped), verify, write the report."""
+    import json
+
+    from pipeline.verify import verify_run
+
+    p = _pipeline(config, set_, paths, out, print_config)
+    run = p.run(until=until, force=force, on_stage=_show)
+    problems, _ = verify_run(run.path)
+    if problems:
+        for prob in problems:
+            console.print(Text.assemble(("conservation: ", "red"), prob))
+        raise typer.Exit(DATA)
+    console.print(Text.assemble(("run complete", "green"), f": {run.path} (conservation verified)"))
+    if until is None:
+        _report(run, p)
+    if json_:
+        typer.echo(json.dumps(run.summary(), indent=2, sort_keys=True))
+
+
+def _report(run: Run, p: Pipeline) -> None:
+    from pipeline.report.report import write_report
+    from pipeline.runs import run_lock
+
+    with run_lock(run.path, create=False):
+        paths = write_report(run.path, window=p.config.shapes.window)
+    console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
 
 
 BaseOpt = Annotated[
@@ -220,11 +282,12 @@ NgramOpt = Annotated[
     Optional[list[int]],  # noqa: UP045
     typer.Option(help="Also re-score the pairs at this shingle size (repeatable)."),
 ]
+RunDir = Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")]
 
 
 @app.command()
 def tune(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder with a finished dedup stage")],
+    run_dir: RunDir,
     base: BaseOpt = None,
     step: Annotated[float, typer.Option(help="Threshold step.")] = 0.05,
     labels: LabelsOpt = None,
@@ -233,55 +296,34 @@ def tune(
     """Sweep the dedup threshold over the edges found; plot, borderline pairs, precision/recall."""
     from pipeline.dedup.tune import print_tune
     from pipeline.dedup.tune import tune as run_tune
+    from pipeline.runs import run_lock
 
     with run_lock(run_dir, create=False):
         res = run_tune(run_dir, base=base, step=step, labels=labels, ngrams=ngram)
     print_tune(res)
 
 
-def _write_report(run_dir: Path, **kw: Any) -> None:
-    from pipeline.report.report import write_report
-
-    paths = write_report(run_dir, **kw)
-    console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
-
-
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")],
+    run_dir: RunDir,
     scope: Annotated[str, typer.Option(help="Shape scope the sampling options use.")] = "repo",
     batch: Annotated[int, typer.Option(help="Items per optimizer step, for collisions.")] = 16,
     seed: Annotated[int, typer.Option(help="Seed of the random training order.")] = 0,
 ) -> None:
     """Write RUN_DIR/report/: report.md, report.html (self-contained), report.json, plots/."""
+    from pipeline.report.report import write_report
+    from pipeline.runs import run_lock
+
     with run_lock(run_dir, create=False):
-        _write_report(run_dir, scope=scope, batch=batch, seed=seed)
-
-
-@app.command("run")
-def run_all(
-    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
-) -> None:
-    """Run every stage in order; unchanged stages are skipped."""
-    cfg = _load(config, set_, print_config)
-    with _lock(cfg):
-        for name in STAGES:
-            _run_stage(cfg, name, force)
-        problems, _ = verify_run(cfg.run_dir)
-        if problems:
-            for p in problems:
-                console.print(Text.assemble(("conservation: ", "red"), p))
-            raise typer.Exit(DATA)
-        console.print(
-            Text.assemble(("run complete", "green"), f": {cfg.run_dir} (conservation verified)")
-        )
-        # --- the sampling report (pipeline/report/), written after every run ---
-        _write_report(cfg.run_dir, window=cfg.shapes.window)
+        paths = write_report(run_dir, scope=scope, batch=batch, seed=seed)
+    console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
 
 
 @app.command()
-def verify(run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")]):
+def verify(run_dir: RunDir) -> None:
     """Check that every item that entered a stage left it in exactly one output."""
+    from pipeline.verify import verify_run
+
     problems, passed = verify_run(run_dir)
     for p in passed:
         console.print(Text.assemble(("ok ", "green"), p))
@@ -299,7 +341,7 @@ def verify(run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data
 
 @app.command()
 def why(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")],
+    run_dir: RunDir,
     ids: Annotated[list[str], typer.Argument(help="Item ids, or unique prefixes (8+ chars).")],
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON list instead.")] = False,
 ) -> None:
@@ -341,6 +383,7 @@ def smoke_train(
 ) -> None:
     """LoRA-train every curated item (RUN_DIR/smoke/); explain any non-finite step. Slow."""
     from pipeline.config import SmokeConfig, validate
+    from pipeline.runs import run_lock
     from pipeline.train import stage as smoke
 
     options = {

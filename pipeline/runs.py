@@ -121,6 +121,23 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def output_size(path: Path) -> int:
+    """Bytes of a file, or of every file in a folder."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
+
+
+def output_sha(path: Path) -> str:
+    """sha256 of a file, or of a folder's relative paths and file hashes."""
+    if not path.is_dir():
+        return file_sha256(path)
+    h = hashlib.sha256()
+    for p in sorted(q for q in path.rglob("*") if q.is_file()):
+        h.update(f"{p.relative_to(path).as_posix()}\0{file_sha256(p)}\n".encode())
+    return h.hexdigest()
+
+
 def input_fingerprint(path: Path, rev: str | None = None) -> str:
     """Content fingerprint of an input: a file's sha256, a folder's over its files, a git rev."""
     if rev is not None:
@@ -131,10 +148,7 @@ def input_fingerprint(path: Path, rev: str | None = None) -> str:
         )
         return "git:" + (out.stdout.strip() or "unresolved")
     if path.is_dir():
-        h = hashlib.sha256()
-        for p in sorted(q for q in path.rglob("*") if q.is_file()):
-            h.update(f"{p.relative_to(path).as_posix()}\0{file_sha256(p)}\n".encode())
-        return "dir:" + h.hexdigest()
+        return "dir:" + output_sha(path)
     return "sha256:" + file_sha256(path)
 
 
@@ -168,11 +182,26 @@ def _meta_bytes(meta: dict[str, str]) -> dict[bytes, bytes]:
     return {f"editcurate.{k}".encode(): v.encode() for k, v in meta.items()}
 
 
-def write_json(path: Path, data: Any) -> None:
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temp path beside `path`, renamed over it when the block succeeds (removed if not):
+    for writers that take a path (savefig, write_csv)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _atomic_tmp(path)
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 @dataclass
@@ -207,7 +236,7 @@ class StageRun:
             return False
         for name, out in m.get("outputs", {}).items():
             p = self.dir / name
-            if not p.exists() or p.stat().st_size != out.get("bytes"):
+            if not p.exists() or output_size(p) != out.get("bytes"):
                 return False
         return True
 
@@ -219,14 +248,15 @@ class StageRun:
             stale.unlink()
 
     def record_output(self, name: str, role: str) -> None:
-        """role: "items" (carries items on), "terminal" (items leave here), or "aux"."""
+        """role: "items" (carries items on), "terminal" (items leave here), or "aux".
+        A folder output (hf/) is recorded by its files' total size and a hash over them."""
         p = self.dir / name
         rows = pq.ParquetFile(p).metadata.num_rows if name.endswith(".parquet") else None
         self.outputs[name] = {
             "role": role,
             "rows": rows,
-            "bytes": p.stat().st_size,
-            "sha256": file_sha256(p),
+            "bytes": output_size(p),
+            "sha256": output_sha(p),
         }
 
     def finish(self, counts: dict[str, Any], extra: dict[str, Any] | None = None) -> dict:
@@ -269,24 +299,12 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
     return m if ok else None
 
 
-# Which code a stage's output depends on: a change there re-runs the stage.
-STAGE_CODE = {
-    "ingest": ("ingest", "schema.py"),
-    "filter": ("filter",),
-    "dedup": tuple(
-        f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "find", "stage")
-    ),
-    "shapes": ("shapes", "dedup/clusters.py"),
-    "export": ("export.py", "template.py", "dedup/clusters.py", "shapes/normalise.py"),
-    "smoke": ("train", "template.py"),
-}
-
-
-def code_version(stage: str) -> str:
-    """sha256 over the stage's own source files, so editing a reader invalidates old outputs."""
+def code_version(paths: tuple[str, ...]) -> str:
+    """sha256 over a stage's own source files (package-relative files or folders), so
+    editing them invalidates old outputs."""
     pkg = Path(__file__).parent
     h = hashlib.sha256()
-    for rel in STAGE_CODE.get(stage, ()):
+    for rel in paths:
         p = pkg / rel
         files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
         for f in files:

@@ -19,14 +19,14 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.runs import MANIFEST, file_sha256, read_manifest
-
-STAGE_ORDER = ("ingest", "filter", "dedup", "shapes", "report", "smoke", "export")
+from pipeline.runs import MANIFEST, output_sha, read_manifest
+from pipeline.stage import NAMES
 
 
 def stage_dirs(run_dir: Path) -> list[Path]:
+    """Finished stage folders in PIPELINE order, then any other (smoke, a custom stage)."""
     found = [p.parent for p in run_dir.glob(f"*/{MANIFEST}")]
-    rank = {s: i for i, s in enumerate(STAGE_ORDER)}
+    rank = {s: i for i, s in enumerate(NAMES)}
     return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name))
 
 
@@ -46,7 +46,7 @@ def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
             continue
         before = len(problems)
         try:
-            _check_stage(d, m, problems)
+            check_stage(d, m, problems)
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             # a manifest edited or damaged by hand: a finding, not a crash
             problems.append(f"{d.name}/{MANIFEST}: malformed ({type(e).__name__}: {e})")
@@ -55,7 +55,7 @@ def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
     return problems, passed
 
 
-def _check_stage(d: Path, m: dict[str, Any], problems: list[str]) -> None:
+def check_stage(d: Path, m: dict[str, Any], problems: list[str]) -> None:
     _check_outputs(d, m, problems)
     cons = m.get("conservation") or {}
     if cons.get("kind") == "records":
@@ -81,7 +81,7 @@ def _check_outputs(d: Path, m: dict[str, Any], problems: list[str]) -> None:
         if not p.exists():
             problems.append(f"{d.name}/{name}: missing (the manifest lists it)")
             continue
-        if out.get("sha256") and file_sha256(p) != out["sha256"]:
+        if out.get("sha256") and output_sha(p) != out["sha256"]:
             problems.append(f"{d.name}/{name}: changed after the stage wrote it (sha256 differs)")
         if out.get("rows") is not None:
             try:

@@ -132,12 +132,12 @@ def test_a_corpus_filtered_to_nothing_finishes_and_says_why(tmp_path, cli):
 def test_an_unforeseen_failure_is_one_line_and_debug_shows_the_traceback(
     tmp_path, cli, monkeypatch
 ):
-    import pipeline.filter as filter_stage
+    import pipeline.filter.stage as filter_stage
 
     def boom(*a, **k):
         raise RuntimeError("kaboom [bold]x[/]")
 
-    monkeypatch.setattr(filter_stage, "run", boom)
+    monkeypatch.setattr(filter_stage, "map_batch", boom)
     cfg = data(tmp_path)
     res = cli("run", "--config", cfg, ok=False)
     assert res.exit_code == 1
@@ -148,12 +148,12 @@ def test_an_unforeseen_failure_is_one_line_and_debug_shows_the_traceback(
 
 
 def test_an_os_error_is_one_line_exit_3(tmp_path, cli, monkeypatch):
-    import pipeline.filter as filter_stage
+    import pipeline.filter.stage as filter_stage
 
     def denied(*a, **k):
         raise PermissionError(13, "Permission denied", str(tmp_path / "x.parquet"))
 
-    monkeypatch.setattr(filter_stage, "run", denied)
+    monkeypatch.setattr(filter_stage, "map_batch", denied)
     res = cli("run", "--config", data(tmp_path), ok=False)
     assert res.exit_code == 3, res.output
     assert one_error_line(res) == f"error: {tmp_path / 'x.parquet'}: Permission denied"

@@ -277,7 +277,7 @@ def iso_cutoff(after: str) -> datetime:
 
 
 class ExportConfig(Section):
-    """The export stage (pipeline/export.py)."""
+    """The export stage (pipeline/export/)."""
 
     split_by: SplitBy = "ratio"  # ratio (seeded, whole groups) | repo (whole repos) | time
     ratios: list[float] = Field(default_factory=lambda: [0.9, 0.05, 0.05])  # train/val/test
@@ -285,6 +285,7 @@ class ExportConfig(Section):
     scope: ExportScope = "repo"  # shape groups kept in one split
     after: str = ""  # time: ISO date; a group with an item at or after it goes to test
     format: ExportFormat = "plain"  # plain | sft (adds prompt, completion: pipeline/template.py)
+    license: str = Field(default="other", min_length=1)  # the dataset card's `license`
 
     @field_validator("ratios")
     @classmethod

@@ -20,8 +20,7 @@ key, so shuffling the input changes no output byte.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -29,24 +28,16 @@ import pyarrow.parquet as pq
 from rich.table import Table
 
 from pipeline.config import Config
-from pipeline.console import console, progress
+from pipeline.console import console
 from pipeline.dedup.find import DedupResult, find_duplicates, needed_columns, scan_floor
 from pipeline.dedup.lsh import p_candidate
-from pipeline.runs import (
-    StageFailed,
-    StageRun,
-    code_version,
-    input_fingerprint,
-    parquet_sink,
-    require_output,
-    stage_fingerprint,
-    write_parquet,
-)
+
+if TYPE_CHECKING:
+    from pipeline.runner import StageIO
 
 __all__ = ["DedupResult", "find_duplicates", "needed_columns", "scan_floor"]  # the pure part
 
-STAGE = "dedup"
-PREV_STAGE, INPUT_FILE = "filter", "kept.parquet"
+INPUT = "filter/kept.parquet"
 
 EDGE_SCHEMA = pa.schema(
     [("a", pa.string()), ("b", pa.string()), ("est_j", pa.float64()), ("exact_j", pa.float64())]
@@ -78,68 +69,37 @@ OVERSIZED_SCHEMA = pa.schema(
 REMOVED_EXTRA = [("keeper_id", pa.string()), ("j", pa.float64()), ("kind", pa.string())]
 
 
-class DedupFailed(StageFailed):
-    """The dedup stage cannot run: no input (its config is checked when it is loaded)."""
-
-
-def input_path(cfg: Config) -> Path:
-    """The one place that names this stage's input."""
-    return cfg.run_dir / PREV_STAGE / INPUT_FILE
-
-
 # ------------------------------------------------------------------------ stage I/O
 
 
-def prepare(cfg: Config) -> StageRun:
-    src = input_path(cfg)
-    require_output(src, PREV_STAGE, STAGE, DedupFailed)
-    return StageRun(
-        run_dir=cfg.run_dir,
-        stage=STAGE,
-        fingerprint=stage_fingerprint(STAGE, cfg.fingerprint("dedup"), code_version(STAGE)),
-        config_fingerprint=cfg.fingerprint(),
-        inputs={f"{PREV_STAGE}/{INPUT_FILE}": input_fingerprint(src)},
-    )
-
-
-def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
+def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = cfg.dedup
-    sr.begin()
-    src = input_path(cfg)
+    src = io.input(INPUT)
     names = pq.read_schema(src).names
-    with progress() as bar:
+    with io.progress() as bar:
         task = bar.add_task("dedup: shingles + MinHash", total=pq.read_metadata(src).num_rows)
         res = find_duplicates(  # no reference kept here: find_duplicates frees the text early
             pl.read_parquet(src, columns=[c for c in needed_columns(d) if c in names]),
             d,
             advance=lambda k: bar.advance(task, k),
         )
-    write_outputs(pq.read_table(src), res, sr)
-    counts = res.counts
-    sr.finish(
-        counts,
-        {
-            "conservation": {
-                "kind": "ids",
-                "input": f"../{PREV_STAGE}/{INPUT_FILE}",
-                "outputs": ["kept.parquet", "removed.parquet"],
-            },
-            "bands": {"bands": d.bands, "rows": d.rows, "threshold": d.threshold},
-            "dedup_config": d.model_dump(),  # what tune needs to read the edges
-        },
-    )
-    return counts
+    write_outputs(io.table(INPUT), res, io)
+    extra = {
+        "bands": {"bands": d.bands, "rows": d.rows, "threshold": d.threshold},
+        "dedup_config": d.model_dump(),  # what tune needs to read the edges
+    }
+    return res.counts, extra
 
 
-def write_outputs(table: pa.Table, res: DedupResult, sr: StageRun, chunk: int = 100_000) -> None:
+def write_outputs(table: pa.Table, res: DedupResult, io: StageIO, chunk: int = 100_000) -> None:
     """kept / removed gathered from the input in output order, a chunk at a time."""
     removed_schema = table.schema
     for name, typ in REMOVED_EXTRA:
         removed_schema = removed_schema.append(pa.field(name, typ))
-    with parquet_sink(sr.dir / "kept.parquet", table.schema, sr.meta) as w:
+    with io.sink("kept.parquet", table.schema) as w:
         for s in range(0, len(res.kept_rows), chunk):
             w.write_table(table.take(pa.array(res.kept_rows[s : s + chunk], pa.int64())))
-    with parquet_sink(sr.dir / "removed.parquet", removed_schema, sr.meta) as w:
+    with io.sink("removed.parquet", removed_schema) as w:
         for s in range(0, res.removed.height, chunk):
             part = res.removed.slice(s, chunk)
             t = table.take(pa.array(part["_row"].to_numpy(), pa.int64()))
@@ -151,11 +111,7 @@ def write_outputs(table: pa.Table, res: DedupResult, sr: StageRun, chunk: int = 
         ("clusters.parquet", res.clusters, CLUSTER_SCHEMA),
         ("oversized_buckets.parquet", res.oversized, OVERSIZED_SCHEMA),
     ):
-        write_parquet(frame.to_arrow().cast(schema), sr.dir / name, sr.meta)
-    sr.record_output("kept.parquet", "items")
-    sr.record_output("removed.parquet", "terminal")
-    for name in ("edges.parquet", "clusters.parquet", "oversized_buckets.parquet"):
-        sr.record_output(name, "aux")
+        io.write(name, frame.to_arrow().cast(schema))
 
 
 def print_summary(m: dict[str, Any] | None) -> None:

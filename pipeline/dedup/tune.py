@@ -24,7 +24,7 @@ from pipeline.console import console
 from pipeline.dedup import clusters as C
 from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.shingles import shingle_sets
-from pipeline.runs import StageFailed, read_manifest
+from pipeline.runs import StageFailed, atomic_path, read_manifest
 
 
 class TuneFailed(StageFailed):
@@ -247,7 +247,8 @@ def plot(table: pl.DataFrame, threshold: float, path: Path, pr: pl.DataFrame | N
     ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=8)
     ax.set_title(f"dedup threshold sweep (current {threshold})")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
 
 
@@ -295,11 +296,13 @@ def tune(
             )
         )
     table = pl.concat(tables).select("ngram", pl.exclude("ngram"))
-    table.write_csv(out / "sweep.csv")
+    with atomic_path(out / "sweep.csv") as tmp:
+        table.write_csv(tmp)
     pr = None
     if labels is not None:
         pr = precision_recall(edges, clusters, read_labels(labels), thresholds, rank)
-        pr.write_csv(out / "labels_pr.csv")
+        with atomic_path(out / "labels_pr.csv") as tmp:
+            pr.write_csv(tmp)
     plot(table.filter(pl.col("ngram") == d.ngram), d.threshold, out / "sweep.png", pr)
     border = borderline(edges, d.threshold, k)
     items = edge_items(
@@ -307,7 +310,8 @@ def tune(
         pl.concat([border["a"], border["b"]]).unique(),
         ["path", "before", "after", "comment"],
     )
-    border.write_csv(out / "borderline.csv")
+    with atomic_path(out / "borderline.csv") as tmp:
+        border.write_csv(tmp)
     return {"config": d, "table": table, "pr": pr, "border": border, "items": items, "out": out}
 
 

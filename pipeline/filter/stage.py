@@ -6,29 +6,24 @@ what it dropped, flagged and also matched, and which drop rules overlapped.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from rich.markup import escape
 from rich.table import Table
 
 from pipeline.config import Config
-from pipeline.console import console, progress
+from pipeline.console import console
 from pipeline.filter.apply import apply_rules
 from pipeline.filter.rules import RulesError, RuleSet, load_rules, rules_path
-from pipeline.runs import (
-    StageFailed,
-    StageRun,
-    code_version,
-    input_fingerprint,
-    parquet_sink,
-    require_output,
-    stage_fingerprint,
-)
+from pipeline.runs import StageFailed
 from pipeline.schema import ITEM_SCHEMA
+
+if TYPE_CHECKING:
+    from pipeline.runner import StageIO
 
 STAGE = "filter"
 _FLAGS = pa.field("flags", pa.list_(pa.string()), nullable=False)
@@ -48,10 +43,6 @@ class FilterFailed(StageFailed):
     """The filter stage cannot run (no ingest output, bad rules file)."""
 
 
-def _input(cfg: Config) -> Path:
-    return cfg.run_dir / "ingest" / "items.parquet"
-
-
 def _load(cfg: Config) -> RuleSet:
     try:
         return load_rules(rules_path(cfg))
@@ -59,72 +50,53 @@ def _load(cfg: Config) -> RuleSet:
         raise FilterFailed(str(e)) from None
 
 
-def prepare(cfg: Config) -> StageRun:
-    rules = _load(cfg)
-    inp = _input(cfg)
-    require_output(inp, "ingest", "filter", FilterFailed)
-    section_fp = cfg.fingerprint(STAGE) + rules.fingerprint
-    return StageRun(
-        run_dir=cfg.run_dir,
-        stage=STAGE,
-        fingerprint=stage_fingerprint(STAGE, section_fp, code_version(STAGE)),
-        config_fingerprint=cfg.fingerprint(),
-        inputs={"ingest/items.parquet": input_fingerprint(inp)},
-    )
+def key(cfg: Config) -> tuple[str, dict[str, str]]:
+    """The rule set, loaded and validated before anything runs: its content is fingerprinted
+    (editing a rules file re-runs the stage)."""
+    return _load(cfg).fingerprint, {}
+
+
+def start(cfg: Config) -> RuleSet:
+    return _load(cfg)
 
 
 def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
     return df.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(schema)
 
 
-def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
-    rules = _load(cfg)
-    sr.begin()
-    src = pq.ParquetFile(_input(cfg))
-    total = src.metadata.num_rows
-    hits = dict.fromkeys((r.name for r in rules.active), 0)
-    dropped: dict[str, int] = {}
-    flagged: dict[str, int] = {}
-    overlaps: dict[tuple[str, str], int] = {}
-    masked = 0
-    with (
-        parquet_sink(sr.dir / "kept.parquet", KEPT_SCHEMA, sr.meta) as kept_w,
-        parquet_sink(sr.dir / "rejected.parquet", REJECTED_SCHEMA, sr.meta) as rej_w,
-        progress() as bar,
-    ):
-        task = bar.add_task("filter", total=total)
-        for batch in src.iter_batches(batch_size=cfg.filter.batch_size):
-            frame = cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches([batch])))
-            res = apply_rules(frame, rules)
-            kept_w.write_table(_arrow(res.kept, KEPT_SCHEMA))
-            rej_w.write_table(_arrow(res.rejected, REJECTED_SCHEMA))
-            for acc, part in (
-                (hits, res.hits),
-                (dropped, res.dropped),
-                (flagged, res.flagged),
-                (overlaps, res.overlaps),
-            ):
-                counter: dict[Any, int] = acc
-                for k, v in part.items():
-                    counter[k] = counter.get(k, 0) + v
-            masked += res.masked
-            bar.advance(task, batch.num_rows)
-    sr.record_output("kept.parquet", "items")
-    sr.record_output("rejected.parquet", "terminal")
-    kept_rows = sr.outputs["kept.parquet"]["rows"]
-    n_flagged = (
-        pl.scan_parquet(sr.dir / "kept.parquet")
-        .select((pl.col("flags").list.len() > 0).sum())
-        .collect()
-        .item()
-    )
+def map_batch(
+    batch: pa.RecordBatch, rules: RuleSet
+) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    """One batch of items -> kept and rejected rows, and counts to be summed."""
+    frame = cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches([batch])))
+    res = apply_rules(frame, rules)
+    kept = _arrow(res.kept, KEPT_SCHEMA)
     counts = {
-        "items_in": total,
-        "kept": kept_rows,
-        "rejected": sr.outputs["rejected.parquet"]["rows"],
-        "flagged": n_flagged,
-        "secrets_masked": masked,
+        "items_in": batch.num_rows,
+        "hits": res.hits,
+        "dropped": res.dropped,
+        "flagged_by": res.flagged,
+        "overlaps": {"\x1f".join(k): v for k, v in res.overlaps.items()},
+        "masked": res.masked,
+        "flagged": int(pc.sum(pc.greater(pc.list_value_length(kept["flags"]), 0)).as_py() or 0),
     }
+    return {"kept.parquet": kept, "rejected.parquet": _arrow(res.rejected, REJECTED_SCHEMA)}, counts
+
+
+def finalize(
+    cfg: Config, t: dict[str, Any], io: StageIO
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The summed batch counts -> the manifest's counts and per-rule table."""
+    rules = _load(cfg)
+    rows = {n: pq.ParquetFile(io.dir / n).metadata.num_rows for n in STAGE_FILES}
+    counts = {
+        "items_in": t.get("items_in", 0),
+        "kept": rows["kept.parquet"],
+        "rejected": rows["rejected.parquet"],
+        "flagged": t.get("flagged", 0),
+        "secrets_masked": t.get("masked", 0),
+    }
+    hits, dropped, flagged = t.get("hits", {}), t.get("dropped", {}), t.get("flagged_by", {})
     per_rule = []
     for r in rules.rules:
         row: dict[str, Any] = {
@@ -133,25 +105,19 @@ def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
             "action": r.action if r.enabled else "off",
         }
         if r.enabled:
-            d = dropped.get(r.name, 0)
-            f = flagged.get(r.name, 0)
-            row.update(hits=hits[r.name], dropped=d, flagged=f, also=hits[r.name] - d - f)
+            h, d, f = hits.get(r.name, 0), dropped.get(r.name, 0), flagged.get(r.name, 0)
+            row.update(hits=h, dropped=d, flagged=f, also=h - d - f)
         per_rule.append(row)
+    overlaps = sorted(t.get("overlaps", {}).items(), key=lambda kv: (-kv[1], kv[0]))
     extra = {
         "rules": {"set": rules.name, "files": list(rules.files), "fingerprint": rules.fingerprint},
         "per_rule": per_rule,
-        "overlaps": [
-            {"rules": list(k), "items": v}
-            for k, v in sorted(overlaps.items(), key=lambda kv: (-kv[1], kv[0]))
-        ],
-        "conservation": {
-            "kind": "ids",
-            "input": "../ingest/items.parquet",
-            "outputs": ["kept.parquet", "rejected.parquet"],
-        },
+        "overlaps": [{"rules": k.split("\x1f"), "items": v} for k, v in overlaps],
     }
-    sr.finish(counts, extra)
-    return counts
+    return counts, extra
+
+
+STAGE_FILES = ("kept.parquet", "rejected.parquet")
 
 
 def print_summary(m: dict[str, Any] | None) -> None:

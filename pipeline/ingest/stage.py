@@ -16,27 +16,24 @@ from __future__ import annotations
 import importlib
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from rich.markup import escape
 from rich.table import Table
 
 from pipeline.config import Config, SourceConfig
-from pipeline.console import console, progress
+from pipeline.console import console
+from pipeline.errors import DataError
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.count import count_records
 from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.opening import check_source_path
-from pipeline.runs import (
-    StageFailed,
-    StageRun,
-    code_version,
-    input_fingerprint,
-    parquet_sink,
-    stage_fingerprint,
-)
+from pipeline.runs import StageFailed, input_fingerprint
 from pipeline.schema import ERROR_SCHEMA, ITEM_SCHEMA
+
+if TYPE_CHECKING:
+    from pipeline.runner import StageIO
 
 STAGE = "ingest"
 READERS = {
@@ -69,7 +66,10 @@ def source_path(cfg: Config, spec: SourceConfig) -> Path:
     return cfg.resolve(spec.path)
 
 
-def prepare(cfg: Config) -> StageRun:
+def key(cfg: Config) -> tuple[str, dict[str, str]]:
+    """Every source checked readable, then fingerprinted by content: the stage's inputs."""
+    if not cfg.ingest.sources:
+        raise IngestFailed("no sources configured: add [[ingest.sources]] to the config")
     inputs: dict[str, str] = {}
     for spec in cfg.ingest.sources:
         p = source_path(cfg, spec)
@@ -79,25 +79,15 @@ def prepare(cfg: Config) -> StageRun:
             raise IngestIOError(f"source {spec.display_name()!r} ({spec.kind}): {e}") from None
         rev = spec.rev if spec.kind == "git" else None
         inputs[spec.display_name()] = input_fingerprint(p, rev)
-    return StageRun(
-        run_dir=cfg.run_dir,
-        stage=STAGE,
-        fingerprint=stage_fingerprint(STAGE, cfg.fingerprint("ingest"), code_version("ingest")),
-        config_fingerprint=cfg.fingerprint(),
-        inputs=inputs,
-    )
+    return "", inputs
 
 
-def run(cfg: Config, stage: StageRun) -> dict[str, Any]:
-    if not cfg.ingest.sources:
-        raise IngestFailed("no sources configured: add [[ingest.sources]] to the config")
-    stage.begin()
+def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     per_source: dict[str, dict[str, Any]] = {}
-    items_path, errors_path = stage.dir / "items.parquet", stage.dir / "errors.parquet"
     with (
-        parquet_sink(items_path, ITEM_SCHEMA, stage.meta) as items_w,
-        parquet_sink(errors_path, ERROR_SCHEMA, stage.meta) as errors_w,
-        progress() as bar,
+        io.sink("items.parquet", ITEM_SCHEMA) as items_w,
+        io.sink("errors.parquet", ERROR_SCHEMA) as errors_w,
+        io.progress() as bar,
     ):
         for i, spec in enumerate(cfg.ingest.sources):
             name = spec.display_name()
@@ -130,11 +120,22 @@ def run(cfg: Config, stage: StageRun) -> dict[str, Any]:
             per_source[name].update(_input_count(cfg, spec, batcher.records, warnings))
             for w in warnings:
                 console.print(f"[yellow]warning[/] source {escape(repr(name))}: {escape(w)}")
-    stage.record_output("items.parquet", "items")
-    stage.record_output("errors.parquet", "terminal")
-    counts = _counts(items_path, per_source)
-    stage.finish(counts, {"conservation": {"kind": "records", "sources": per_source}})
-    return counts
+    counts = _counts(io.dir / "items.parquet", per_source)
+    return counts, {"conservation": {"kind": "records", "sources": per_source}}
+
+
+def check(m: dict[str, Any]) -> None:
+    """An ingest that gave no item fails the data (exit 1), naming what went wrong."""
+    c = m.get("counts", {})
+    if c.get("items_out", 0) > 0:
+        return
+    n = c.get("records_in", 0)
+    if not n:
+        raise DataError("ingest: the sources held no records; nothing to curate")
+    raise DataError(
+        f"ingest: every one of {n} records failed or was skipped ({c.get('errors_out', 0)} "
+        f"errors, {c.get('skipped_out', 0)} skipped); see ingest/errors.parquet"
+    )
 
 
 def _source_counts(spec: SourceConfig, b: Batcher, warnings: list[str]) -> dict[str, Any]:

@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from pipeline.runs import atomic_path  # noqa: E402
+
 SIZE = (8, 3.6)
 DPI = 100
 
@@ -17,7 +19,8 @@ DPI = 100
 def _save(fig, path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png")
     plt.close(fig)
     return path.name
 

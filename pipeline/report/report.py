@@ -23,7 +23,7 @@ from pipeline.report.filtering import filter_rules
 from pipeline.report.overview import distributions, funnel, header, with_measures
 from pipeline.report.render import env, render_html, render_md
 from pipeline.report.sampling import _collisions, read_shapes, sampling, shapes, stage_order
-from pipeline.runs import read_manifest, write_json
+from pipeline.runs import read_manifest, write_json, write_text
 
 __all__ = [
     "ReportFailed",
@@ -168,7 +168,7 @@ def write_report(run_dir: Path, **kw: Any) -> dict[str, Path]:
     d = run_dir / "report"
     plot_dir = d / "plots"
     write_json(d / "report.json", fig)
-    (d / "report.md").write_text(render_md(fig))
+    write_text(d / "report.md", render_md(fig))
     images = {p.name: base64.b64encode(p.read_bytes()).decode() for p in plot_dir.glob("*.png")}
-    (d / "report.html").write_text(render_html(fig, images))
+    write_text(d / "report.html", render_html(fig, images))
     return {"json": d / "report.json", "md": d / "report.md", "html": d / "report.html"}

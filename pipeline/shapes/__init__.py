@@ -22,16 +22,7 @@ from pipeline.shapes.normalise import (
     normalise_line,
     normalise_text,
 )
-from pipeline.shapes.stage import (
-    SHAPES_SCHEMA,
-    STAGE,
-    ShapesFailed,
-    input_path,
-    prepare,
-    print_summary,
-    run,
-    write_outputs,
-)
+from pipeline.shapes.stage import SHAPES_SCHEMA, print_summary, step, write_outputs
 
 __all__ = [
     "HEX",
@@ -40,8 +31,6 @@ __all__ = [
     "REF",
     "SCOPES",
     "SHAPES_SCHEMA",
-    "STAGE",
-    "ShapesFailed",
     "ShapesResult",
     "cap_groups",
     "changed_lines",
@@ -50,14 +39,12 @@ __all__ = [
     "edit_shape",
     "find_shapes",
     "group_shapes",
-    "input_path",
     "nearest_context_line",
     "normalise_line",
     "normalise_text",
-    "prepare",
     "print_summary",
-    "run",
     "shape_columns",
     "spread_order",
+    "step",
     "write_outputs",
 ]

@@ -9,31 +9,22 @@ together they can still blow up a training step, and split apart they leak. Grou
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.markup import escape
 from rich.table import Table
 
 from pipeline.config import Config, ShapesConfig
-from pipeline.console import console, progress
-from pipeline.runs import (
-    StageFailed,
-    StageRun,
-    code_version,
-    input_fingerprint,
-    require_output,
-    stage_fingerprint,
-    write_parquet,
-)
+from pipeline.console import console
 from pipeline.shapes.group import SCOPES, ShapesResult, find_shapes
 
-STAGE = "shapes"
-PREV_STAGE, INPUT_FILE = "dedup", "kept.parquet"
+if TYPE_CHECKING:
+    from pipeline.runner import StageIO
+
+INPUT = "dedup/kept.parquet"
 SHAPES_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -53,64 +44,38 @@ REMOVED_EXTRA = [
 ]
 
 
-class ShapesFailed(StageFailed):
-    """The shapes stage cannot run: no dedup output, or a config it cannot use."""
-
-
 # ------------------------------------------------------------------------ stage I/O
 
 
-def input_path(cfg: Config) -> Path:
-    return cfg.run_dir / PREV_STAGE / INPUT_FILE
-
-
-def prepare(cfg: Config) -> StageRun:
-    src = input_path(cfg)
-    require_output(src, PREV_STAGE, STAGE, ShapesFailed)
-    section_fp = cfg.fingerprint(STAGE) + ",".join(cfg.dedup.keeper)  # cap ranks as dedup
-    return StageRun(
-        run_dir=cfg.run_dir,
-        stage=STAGE,
-        fingerprint=stage_fingerprint(STAGE, section_fp, code_version(STAGE)),
-        config_fingerprint=cfg.fingerprint(),
-        inputs={f"{PREV_STAGE}/{INPUT_FILE}": input_fingerprint(src)},
-    )
+def key(cfg: Config) -> tuple[str, dict[str, str]]:
+    """cap ranks items as dedup ranks its keepers: dedup.keeper is part of this stage's key."""
+    return ",".join(cfg.dedup.keeper), {}
 
 
 def _arrow(df: pl.DataFrame) -> pa.Table:
     return df.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
-def run(cfg: Config, sr: StageRun) -> dict[str, Any]:
+def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     s = cfg.shapes
-    sr.begin()
-    src = input_path(cfg)
-    table = pq.read_table(src)
-    with progress() as bar:
+    table = io.table(INPUT)
+    with io.progress() as bar:
         task = bar.add_task("shapes: line diffs", total=1)
         # a pa.Table always converts to a DataFrame (pyarrow is untyped, so the overload can't tell)
         res = find_shapes(cast(pl.DataFrame, pl.from_arrow(table)), s, list(cfg.dedup.keeper))
         bar.advance(task, 1)
-    write_outputs(table, res, s, sr)
-    sr.finish(
-        res.counts,
-        {
-            "conservation": {
-                "kind": "ids",
-                "input": f"../{PREV_STAGE}/{INPUT_FILE}",
-                "outputs": ["kept.parquet", "removed.parquet"],
-            },
-            "policy": s.policy,
-            "scope": s.scope,
-            "shapes_config": s.model_dump(),  # window, seed, caps: for report and why
-            "groups_by_size": res.by_size,
-            "largest": res.largest,
-        },
-    )
-    return res.counts
+    write_outputs(table, res, s, io)
+    extra = {
+        "policy": s.policy,
+        "scope": s.scope,
+        "shapes_config": s.model_dump(),  # window, seed, caps: for report and why
+        "groups_by_size": res.by_size,
+        "largest": res.largest,
+    }
+    return res.counts, extra
 
 
-def write_outputs(table: pa.Table, res: ShapesResult, s: ShapesConfig, sr: StageRun) -> None:
+def write_outputs(table: pa.Table, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
     """kept (input order, or batch_order for spread), removed (input order), shapes."""
     n = table.num_rows
     keep = np.setdiff1d(np.arange(n, dtype=np.int64), res.removed["_row"].to_numpy())
@@ -123,17 +88,13 @@ def write_outputs(table: pa.Table, res: ShapesResult, s: ShapesConfig, sr: Stage
         assert order is not None, "find_shapes sets batch_order under policy 'spread'"
         kept = kept.append_column("batch_order", pa.array(order, pa.int64()))
         keep = np.argsort(order, kind="stable")
-    write_parquet(kept.take(pa.array(keep, pa.int64())), sr.dir / "kept.parquet", sr.meta)
+    io.write("kept.parquet", kept.take(pa.array(keep, pa.int64())))
     rem = table.take(pa.array(res.removed["_row"].to_numpy(), pa.int64()))
     rem = rem.append_column("reason", pa.array(["edit_shape"] * rem.num_rows, pa.string()))
     for name, typ in REMOVED_EXTRA[1:]:
         rem = rem.append_column(name, res.removed[name].to_arrow().cast(typ))
-    write_parquet(rem, sr.dir / "removed.parquet", sr.meta)
-    shapes = _arrow(res.shapes.drop("_row")).cast(SHAPES_SCHEMA)
-    write_parquet(shapes, sr.dir / "shapes.parquet", sr.meta)
-    sr.record_output("kept.parquet", "items")
-    sr.record_output("removed.parquet", "terminal")
-    sr.record_output("shapes.parquet", "aux")
+    io.write("removed.parquet", rem)
+    io.write("shapes.parquet", _arrow(res.shapes.drop("_row")).cast(SHAPES_SCHEMA))
 
 
 def print_summary(m: dict[str, Any] | None) -> None:

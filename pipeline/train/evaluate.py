@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from rapidfuzz import fuzz
 
+from pipeline.runs import atomic_path
 from pipeline.train.data import prompt_ids, render_item
 from pipeline.train.loop import autocast
 
@@ -72,5 +73,6 @@ def plot(steps: Any, path: Path) -> None:
         if k:
             a.axvline(s, color="red", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)

@@ -117,7 +117,9 @@ def prepare(run_dir: Path, sc: SmokeConfig) -> StageRun:
     return StageRun(
         run_dir=run_dir,
         stage=STAGE,
-        fingerprint=stage_fingerprint(STAGE, section_fp[:16], code_version(STAGE)),
+        fingerprint=stage_fingerprint(
+            STAGE, section_fp[:16], code_version(("train", "template.py"))
+        ),
         config_fingerprint=section_fp[:16],
         inputs={"shapes/kept.parquet": input_fingerprint(src)},
     )

@@ -121,8 +121,10 @@ def test_verify_fails_when_a_reader_drops_a_record_silently(ingest, monkeypatch)
 
     monkeypatch.setattr(table, "_read_json", lossy)
     r = ingest("d.jsonl", jsonl(GOOD))
-    assert r.code == EXIT_OK and r.items.height == 2
-    assert "the input holds 3 records" in r.res.output  # the stage warns at once
+    # the runner checks conservation as the stage ends: the data failed (exit 1), one line
+    assert r.code == 1 and r.items.height == 2
+    assert "the input holds 3 records" in r.res.output
+    assert "error: ingest: " in r.res.output and "2 accounted for" in r.res.output
     res = CliRunner().invoke(app, ["verify", str(r.run)])
     assert res.exit_code == 1
     assert "the input holds 3 records (non-blank lines), 2 accounted for" in res.output

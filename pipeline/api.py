@@ -1,0 +1,194 @@
+"""The Python API: a Pipeline runs the stages of PIPELINE through the one runner; a Run reads
+what it wrote. The CLI is a thin layer over this.
+
+    from pipeline import Pipeline
+    run = Pipeline.from_paths("edits.jsonl").run()
+    run.read("export/train").collect()
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.config import Config, ConfigError, apply_override, load_config, validate
+from pipeline.errors import UsageError
+from pipeline.runner import StageResult, run_stage
+from pipeline.runs import read_manifest, run_lock
+from pipeline.stage import PIPELINE, Stage, resolve
+
+
+def _set(data: dict[str, Any], key: str, value: Any) -> None:
+    """data[a][b][0][c] = value for key "a.b.0.c", creating tables on the way."""
+    parts = key.split(".")
+    node: Any = data
+    for part, nxt in zip(parts[:-1], parts[1:], strict=True):
+        if isinstance(node, list):
+            node = node[int(part)]
+        else:
+            node = node.setdefault(part, [] if nxt.isdigit() else {})
+    if isinstance(node, list):
+        node[int(parts[-1])] = value
+    else:
+        node[parts[-1]] = value
+
+
+def detect_source(path: Path) -> dict[str, Any]:
+    """A source for a path given on the command line: the format is read from what it is."""
+    if path.is_dir():
+        if (path / ".git").exists():
+            return {"kind": "git", "path": str(path)}
+        if any((path / f).exists() for f in ("dataset_dict.json", "dataset_info.json")):
+            return {"kind": "hf", "format": "disk", "path": str(path)}
+        raise UsageError(
+            f"{path}: a folder that is neither a git repository nor a saved `datasets` "
+            "dataset; give the files in it, or a config"
+        )
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    return {"kind": "table", "format": "auto", "path": str(path)}
+
+
+class Pipeline:
+    """The stages of `stages` over one config; `run` executes them in order."""
+
+    def __init__(self, config: Config, stages: tuple[Stage, ...] = PIPELINE):
+        self.config = config
+        self.stages = stages
+
+    @classmethod
+    def from_config(
+        cls,
+        source: str | Path | dict[str, Any],
+        overrides: dict[str, Any] | None = None,
+        sets: list[str] | None = None,
+    ) -> Pipeline:
+        """From a TOML file or a dict in its shape; overrides map dotted keys to values,
+        as `--set` does ({"dedup.threshold": 0.7, "ingest.sources.0.path": "x.jsonl"});
+        sets are `--set KEY=VALUE` texts (values read as TOML, bare words as strings)."""
+        if isinstance(source, dict):
+            data, where, base = copy.deepcopy(source), "<dict>", Path.cwd()
+            for text in sets or []:
+                apply_override(data, text)
+        else:
+            loaded = load_config(source, sets)
+            if not overrides:
+                return cls(loaded)
+            data, where, base = loaded.canonical(), str(source), Path(loaded.base_dir)
+        for key, value in (overrides or {}).items():
+            try:
+                _set(data, key, value)
+            except (IndexError, ValueError, AttributeError, TypeError):
+                raise ConfigError(f"override {key!r}: no such key path in the config") from None
+        return cls(validate(Config, data, where).with_base_dir(base))
+
+    @classmethod
+    def from_paths(
+        cls,
+        *paths: str | Path,
+        out: str | Path | None = None,
+        overrides: dict[str, Any] | None = None,
+        sets: list[str] | None = None,
+    ) -> Pipeline:
+        """No config: one source per path, its kind and format detected, default field
+        names; the run folder is `out`, or ./runs/<stem of the first path>."""
+        if not paths:
+            raise UsageError("give at least one input path (or a config)")
+        resolved = [Path(p).expanduser().resolve() for p in paths]
+        sources = [detect_source(p) for p in resolved]
+        names = [Path(s["path"]).name for s in sources]
+        for k, s in enumerate(sources):  # distinct source names, as the config requires
+            s["name"] = names[k] if names.count(names[k]) == 1 else f"{names[k]}#{k}"
+        if out is None:
+            stem = resolved[0].name.split(".")[0] or "run"
+            run = {"root": str(Path.cwd() / "runs"), "name": stem}
+        else:
+            o = Path(out).expanduser().resolve()
+            run = {"root": str(o.parent), "name": o.name}
+        data = {"run": run, "ingest": {"sources": sources}}
+        return cls.from_config(data, overrides, sets)
+
+    def run(
+        self,
+        until: str | None = None,
+        only: str | None = None,
+        force: bool = False,
+        on_stage: Callable[[Stage, StageResult], None] | None = None,
+    ) -> Run:
+        """Run the stages in order (skipping unchanged ones), up to and including `until`,
+        or only the stage `only`; holds the run folder's lock throughout. on_stage is called
+        after each stage (the CLI prints its summary); a stage's data check (an ingest that
+        gave no item) then raises DataError."""
+        names = [s.name for s in self.stages]
+        for name in (until, only):
+            if name is not None and name not in names:
+                raise UsageError(f"no stage {name!r}; stages: {', '.join(names)}")
+        todo = list(self.stages)
+        if until is not None:
+            todo = todo[: names.index(until) + 1]
+        if only is not None:
+            todo = [s for s in todo if s.name == only]
+        cfg = self.config
+        results: list[StageResult] = []
+        t0 = time.time()
+        with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
+            for stage in todo:
+                result = run_stage(stage, cfg, force=force)
+                results.append(result)
+                if on_stage is not None:
+                    on_stage(stage, result)
+                if stage.check is not None:
+                    resolve(stage.check)(result.manifest)
+        return Run(cfg.run_dir, results, time.time() - t0, self.stages)
+
+
+class Run:
+    """A run folder and what the last `Pipeline.run` did in it."""
+
+    def __init__(
+        self,
+        path: Path,
+        results: list[StageResult] | None = None,
+        wall_s: float = 0.0,
+        stages: tuple[Stage, ...] = PIPELINE,
+    ):
+        self.path = Path(path)
+        self.results = results or []
+        self.wall_s = wall_s
+        self.stages = stages
+
+    def read(self, name: str) -> pl.LazyFrame:
+        """An output as a polars LazyFrame: "filter/kept", "export/train", "dedup/edges"."""
+        rel = name if name.endswith(".parquet") else f"{name}.parquet"
+        p = self.path / rel
+        if not p.exists():
+            raise UsageError(f"{p}: no such output (stage not run, or no such name)")
+        return pl.scan_parquet(p)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per stage, outputs (run-relative, rows), wall time: what `--json` prints."""
+        ran = {r.stage: r for r in self.results}
+        stages: dict[str, Any] = {}
+        for stage in self.stages:
+            m = (
+                ran[stage.name].manifest
+                if stage.name in ran
+                else read_manifest(self.path / stage.name)
+            )
+            if not m:
+                continue
+            stages[stage.name] = {
+                "skipped": ran[stage.name].skipped if stage.name in ran else None,
+                "counts": m.get("counts", {}),
+                "outputs": {
+                    f"{stage.name}/{k}": v.get("rows") for k, v in m.get("outputs", {}).items()
+                },
+                "wall_s": m.get("wall_s"),
+                "cpu_s": m.get("cpu_s"),
+            }
+        return {"run": str(self.path), "stages": stages, "wall_s": round(self.wall_s, 3)}

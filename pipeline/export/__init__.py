@@ -1,0 +1,6 @@
+"""The export stage: splits by whole group (split.py), the dataset card and HF dataset
+(card.py), the stage's step (stage.py)."""
+
+from pipeline.export.split import SPLITS, assign_splits, deal, groupings, leakage, split_rule
+
+__all__ = ["SPLITS", "assign_splits", "deal", "groupings", "leakage", "split_rule"]

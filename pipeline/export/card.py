@@ -1,0 +1,149 @@
+"""The export's dataset card (README.md) in the Hugging Face convention, and the HF dataset.
+
+The card opens with YAML front matter the Hub reads (configs / data_files per split, license,
+task_categories, size_categories, tags), then the splits, the curation funnel from the run's
+manifests, the sources and the provenance. Every name from the data is escaped for Markdown.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+from pipeline.config import Config
+from pipeline.export.split import SPLITS
+from pipeline.report.render import md_cell_code as code_cell
+from pipeline.report.render import md_text
+from pipeline.runs import StageRun, read_manifest
+
+SIZE_CATEGORIES = (
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+    (1_000_000_000, "100M<n<1B"),
+)
+
+
+def size_category(n: int) -> str:
+    for hi, label in SIZE_CATEGORIES:
+        if n < hi:
+            return label
+    return "n>1B"
+
+
+def front_matter(cfg: Config, n: int) -> str:
+    """The YAML block the Hub reads (safe_dump: a run name cannot break out of it)."""
+    meta = {
+        "pretty_name": f"editcurate export: {cfg.run.name}",
+        "license": cfg.export.license,
+        "task_categories": ["text-generation"],
+        "size_categories": [size_category(n)],
+        "tags": ["code", "code-review", "code-editing", "editcurate"],
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": s, "path": f"{s}.parquet"} for s in SPLITS],
+            }
+        ],
+    }
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+
+
+def funnel(run_dir: Path) -> list[str]:
+    """Markdown rows: what each stage received, kept and removed, and its main reasons."""
+    rows = ["| stage | in | out | removed | main reasons |", "|---|---:|---:|---:|---|"]
+    c = (read_manifest(run_dir / "ingest") or {}).get("counts", {})
+    if c:
+        gone = c.get("errors_out", 0) + c.get("skipped_out", 0)
+        rows.append(
+            f"| ingest | {c.get('records_in', 0)} records | {c.get('items_out', 0)} | {gone} "
+            f"| errors {c.get('errors_out', 0)}, skipped {c.get('skipped_out', 0)} |"
+        )
+    m = read_manifest(run_dir / "filter") or {}
+    c = m.get("counts", {})
+    if c:
+        top = sorted(
+            (r for r in m.get("per_rule", []) if r.get("dropped")), key=lambda r: -r["dropped"]
+        )
+        why = ", ".join(f"{r['rule']} {r['dropped']}" for r in top[:5]) or "-"
+        rows.append(f"| filter | {c['items_in']} | {c['kept']} | {c['rejected']} | {why} |")
+    c = (read_manifest(run_dir / "dedup") or {}).get("counts", {})
+    if c:
+        why = (
+            f"same id {c.get('removed_same_id', 0)}, same content "
+            f"{c.get('removed_same_content', 0)}, near duplicate {c.get('removed_near', 0)}"
+        )
+        rows.append(f"| dedup | {c['items_in']} | {c['kept']} | {c['removed']} | {why} |")
+    m = read_manifest(run_dir / "shapes") or {}
+    c = m.get("counts", {})
+    if c:
+        why = f"policy {m.get('policy', '?')} at scope {m.get('scope', '?')}"
+        rows.append(f"| shapes | {c['items_in']} | {c['kept']} | {c['removed']} | {why} |")
+    return rows
+
+
+def card(counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRun) -> str:
+    n = max(counts["items_in"], 1)
+    fmt = extra["format"]
+    lines = [
+        front_matter(cfg, counts["items_in"]),
+        f"# editcurate export: {md_text(cfg.run.name)}",
+        "",
+        "Code-review edits (before -> after with the review comment), curated by editcurate",
+        "(ingest, filter, dedup, shapes) and split leakage-free by whole group.",
+        "",
+        "## Splits",
+        "",
+        "| split | items | share | groups |",
+        "|---|---:|---:|---:|",
+        *(
+            f"| {s} | {counts[s]} | {100 * counts[s] / n:.2f}% | {counts[f'groups_{s}']} |"
+            for s in SPLITS
+        ),
+        "",
+        f"Split rule: {extra['split_rule']}.",
+        f"Groups spanning two splits: {counts['cross_split_groups']}.",
+        f"Format: {fmt}"
+        + (" (prompt/completion from pipeline/template.py `render`)." if fmt == "sft" else "."),
+        "",
+        "## Curation funnel",
+        "",
+        *funnel(cfg.run_dir),
+        "",
+        "## Sources",
+        "",
+        "| source | split | items |",
+        "|---|---|---:|",
+        *(f"| {code_cell(r['source'])} | {r['split']} | {r['len']} |" for r in extra["by_source"]),
+        "",
+        "## Provenance",
+        "",
+        f"- config fingerprint: `{sr.config_fingerprint}`",
+        f"- export stage fingerprint: `{sr.fingerprint}`",
+        *(f"- input `{k}`: `{v}`" for k, v in sorted(sr.inputs.items())),
+        "",
+        'Load with `datasets.load_dataset("parquet", data_files=...)` (the front matter lists',
+        'the files), or `datasets.load_from_disk("hf")`.',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def save_hf(tables: dict[str, pa.Table], dest: Path) -> None:
+    """datasets.DatasetDict.save_to_disk into dest (the runner renames it into place)."""
+    import datasets
+    from datasets.table import InMemoryTable
+
+    dd = datasets.DatasetDict({k: datasets.Dataset(InMemoryTable(t)) for k, t in tables.items()})
+    datasets.disable_progress_bars()  # the stage prints its own summary
+    try:
+        # an empty split still gets its one (empty) shard: with none, load_from_disk fails
+        dd.save_to_disk(str(dest), num_shards={k: 1 for k, t in tables.items() if not t.num_rows})
+    finally:
+        datasets.enable_progress_bars()

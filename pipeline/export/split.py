@@ -1,0 +1,194 @@
+"""The export stage: shapes/kept.parquet -> train / validation / test, Parquet and a HF dataset.
+
+Splits go by whole group, never by item. An item's group is the connected component of:
+its id (exact duplicates share one), its dedup component (the connected component of
+near-duplicate edges, wider than the star that chose its keeper), its shape group at
+`export.scope`, its normalised edit (shapes' corpus-wide `edit` scope: the same before and
+after once digits, versions, hashes and whitespace are normalised, in any file or repository)
+and, with split_by = "repo", its repository. So a version bump in validation never has its
+twin in train, and no normalised edit appears in two splits.
+
+Split rules (export.split_by):
+- ratio: groups in a seeded order (sha256 of seed and the group's smallest id) are laid end
+  to end and cut at the ratios; a group goes where its midpoint falls, so each split's size is
+  within half a group of its ratio, and large groups are as likely as small ones to be held out.
+- repo: the same, with every repository one group.
+- time: a group with any item created at or after `export.after` goes to test, whole; the
+  rest are dealt to train and validation by their ratios. Items without a date count as before.
+
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+
+import numpy as np
+import polars as pl
+
+from pipeline.config import ExportConfig, iso_cutoff
+from pipeline.dedup import clusters as C
+from pipeline.verify import cross_split_groups
+
+SPLITS = ("train", "validation", "test")
+EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
+
+
+def cutoff(after: str) -> datetime:
+    t = iso_cutoff(after)
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+# ------------------------------------------------------------------------ pure part
+
+
+def component_col(clusters: pl.DataFrame) -> str:
+    """Dedup's connected component (runs before stars had none: the cluster)."""
+    return "component_id" if "component_id" in clusters.columns else "cluster_id"
+
+
+def groupings(
+    items: pl.DataFrame, clusters: pl.DataFrame, shapes: pl.DataFrame, e: ExportConfig
+) -> list[tuple[str, pl.DataFrame]]:
+    """(name, id/key frame) of every relation that must not cross a split."""
+    out = [("id", items.select("id", pl.col("id").alias("key")))]
+    comp = component_col(clusters)
+    out.append(
+        ("dedup component", clusters.select("id", pl.col(comp).cast(pl.String).alias("key")))
+    )
+    scopes = [e.scope] if e.scope not in ("none", EDIT_SCOPE) else []
+    for scope in [*scopes, EDIT_SCOPE]:
+        s = shapes.filter(pl.col("scope") == scope)
+        out.append(
+            (
+                f"shape group ({scope})" if scope != EDIT_SCOPE else "normalised edit",
+                s.select("id", pl.col("group_id").cast(pl.String).alias("key")),
+            )
+        )
+    if e.split_by == "repo":
+        out.append(("repo", items.select("id", pl.col("repo").alias("key"))))
+    return out
+
+
+def group_ids(ids: list[str], keyed: list[pl.DataFrame]) -> np.ndarray:
+    """Component label of each of the sorted unique `ids` under all groupings: the index of
+    the component's smallest id."""
+    nodes = pl.DataFrame({"id": ids}, schema={"id": pl.String}).with_row_index("node")
+    a, b = [], []
+    for k in keyed:
+        j = k.unique().join(nodes, on="id", how="inner")
+        j = j.with_columns(first=pl.col("node").min().over("key"))
+        a.append(j["first"].to_numpy().astype(np.int64))
+        b.append(j["node"].to_numpy().astype(np.int64))
+    ea = np.concatenate(a) if a else np.empty(0, np.int64)
+    eb = np.concatenate(b) if b else np.empty(0, np.int64)
+    return C.components(len(ids), ea, eb)
+
+
+def _seeded(seed: int, key: str) -> str:
+    return hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()
+
+
+def deal(sizes: list[int], keys: list[str], ratios: list[float], seed: int) -> list[int]:
+    """Split index per group: groups laid end to end in a seeded order; a group goes to the
+    split whose share of that line holds the group's midpoint. The order is random, so group
+    size does not bias where a group goes; each boundary is off by at most half a group."""
+    order = sorted(range(len(sizes)), key=lambda g: (_seeded(seed, keys[g]), keys[g]))
+    total = sum(sizes) or 1
+    bounds = np.cumsum(ratios) / sum(ratios)
+    out = [0] * len(sizes)
+    done = 0
+    for g in order:
+        mid = (done + sizes[g] / 2) / total
+        out[g] = min(int(np.searchsorted(bounds, mid, side="right")), len(ratios) - 1)
+        done += sizes[g]
+    return out
+
+
+def assign_splits(
+    items: pl.DataFrame, clusters: pl.DataFrame, shapes: pl.DataFrame, e: ExportConfig
+) -> pl.DataFrame:
+    """id, export_group, split for each unique id of `items` (sorted by id)."""
+    ids = sorted(set(items["id"].to_list()))
+    keyed = [k for _, k in groupings(items, clusters, shapes, e)]
+    label = group_ids(ids, keyed)
+    df = pl.DataFrame(
+        {"id": ids, "export_group": label.astype(np.int64)},
+        schema={"id": pl.String, "export_group": pl.Int64},
+    )
+    g = df.group_by("export_group").agg(pl.len().alias("n"), pl.col("id").min().alias("key"))
+    ratios = list(e.ratios)
+    g = g.with_columns(late=pl.lit(False))
+    if e.split_by == "time":
+        t = items.select("id", "created_at").join(df, on="id")
+        late = t.group_by("export_group").agg(
+            (pl.col("created_at") >= cutoff(e.after)).fill_null(False).any().alias("late")
+        )
+        g = g.drop("late").join(late, on="export_group", how="left").fill_null(False)
+        ratios = [ratios[0], ratios[1], 0.0]
+        if ratios[0] + ratios[1] == 0:
+            ratios = [1.0, 0.0, 0.0]
+    g = g.sort("export_group")
+    early = g.filter(~pl.col("late"))
+    dealt = deal(early["n"].to_list(), early["key"].to_list(), ratios, e.seed)
+    split = pl.concat(
+        [
+            early.select("export_group").with_columns(split=pl.Series(dealt, dtype=pl.Int64)),
+            g.filter(pl.col("late")).select("export_group").with_columns(split=pl.lit(2, pl.Int64)),
+        ]
+    )
+    names = pl.Series(SPLITS)
+    split = split.with_columns(split=pl.col("split").map_elements(lambda i: names[i], pl.String))
+    return df.join(split, on="export_group", how="left").sort("id")
+
+
+def leakage(
+    assigned: pl.DataFrame,
+    items: pl.DataFrame,
+    clusters: pl.DataFrame,
+    shapes: pl.DataFrame,
+    e: ExportConfig,
+) -> dict[str, int]:
+    """Groups spanning two or more splits, per grouping (all zero when the export is sound)."""
+    splits = items.select("id").join(assigned.select("id", "split"), on="id")
+    return {
+        name: cross_split_groups(splits, k) for name, k in groupings(items, clusters, shapes, e)
+    }
+
+
+# ------------------------------------------------------------------------ stage I/O
+
+
+def manifest_groupings(e: ExportConfig, component: str) -> list[dict[str, str]]:
+    out = [
+        {"name": "id", "column": "id"},
+        {"name": "dedup component", "input": "../dedup/clusters.parquet", "key": component},
+    ]
+    scopes = [e.scope] if e.scope not in ("none", EDIT_SCOPE) else []
+    for scope in [*scopes, EDIT_SCOPE]:
+        out.append(
+            {
+                "name": f"shape group ({scope})" if scope != EDIT_SCOPE else "normalised edit",
+                "input": "../shapes/shapes.parquet",
+                "key": "group_id",
+                "scope": scope,
+            }
+        )
+    if e.split_by == "repo":
+        out.append({"name": "repo", "column": "repo"})
+    return out
+
+
+def split_rule(e: ExportConfig) -> str:
+    shape = f", shape groups at scope {e.scope}" if e.scope not in ("none", EDIT_SCOPE) else ""
+    whole = f"dedup components{shape}, normalised edits"
+    r = "/".join(f"{x:g}" for x in e.ratios)
+    if e.split_by == "time":
+        return (
+            f"time: groups with an item created at or after {e.after} -> test; the rest "
+            f"train/validation by {e.ratios[0]:g}/{e.ratios[1]:g}, seed {e.seed}; whole {whole}"
+        )
+    by = "whole repositories" if e.split_by == "repo" else "whole groups"
+    return f"{e.split_by}: {by} dealt by ratio {r} (train/validation/test), seed {e.seed}; " + (
+        f"whole {whole}"
+    )

@@ -1,0 +1,109 @@
+"""The export stage: shapes/kept.parquet -> train / validation / test Parquet, hf/ (a
+`datasets.DatasetDict`) and README.md (the dataset card). Groups and splits: split.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import polars as pl
+import pyarrow as pa
+from rich.table import Table
+from rich.text import Text
+
+from pipeline.config import Config
+from pipeline.console import console
+from pipeline.export.card import card, save_hf
+from pipeline.export.split import (
+    SPLITS,
+    assign_splits,
+    component_col,
+    leakage,
+    manifest_groupings,
+    split_rule,
+)
+from pipeline.template import render
+
+if TYPE_CHECKING:
+    from pipeline.runner import StageIO
+
+
+def _with_sft(t: pa.Table) -> pa.Table:
+    cols = [t[c].to_pylist() for c in ("path", "comment", "context", "before", "after")]
+    pc = [render(*row) for row in zip(*cols, strict=True)]
+    t = t.append_column("prompt", pa.array([p for p, _ in pc], pa.string()))
+    return t.append_column("completion", pa.array([c for _, c in pc], pa.string()))
+
+
+def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
+    e = cfg.export
+    table = io.table("shapes/kept.parquet")
+    # a pa.Table always converts to a DataFrame (pyarrow is untyped, so the overload can't tell)
+    items = cast(pl.DataFrame, pl.from_arrow(table))
+    clusters = pl.read_parquet(io.input("dedup/clusters.parquet"))
+    shapes = pl.read_parquet(io.input("shapes/shapes.parquet"), columns=["id", "scope", "group_id"])
+    assigned = assign_splits(items, clusters, shapes, e)
+    cross = leakage(assigned, items, clusters, shapes, e)
+    full = items.with_row_index("_row").join(assigned, on="id", how="left")
+    full = full.sort(["id", "source", "source_ref", "_row"])
+    counts: dict[str, Any] = {
+        "items_in": items.height,
+        "groups": assigned["export_group"].n_unique(),
+    }
+    tables = {}
+    for name in SPLITS:
+        rows = full.filter(pl.col("split") == name)
+        t = table.take(pa.array(rows["_row"].to_numpy(), pa.int64()))
+        t = t.append_column("export_group", pa.array(rows["export_group"].to_numpy(), pa.int64()))
+        if e.format == "sft":
+            t = _with_sft(t)
+        io.write(f"{name}.parquet", t)
+        tables[name] = t
+        counts[name] = t.num_rows
+        counts[f"groups_{name}"] = rows["export_group"].n_unique()
+    counts["cross_split_groups"] = sum(cross.values())
+    by_source = (
+        full.group_by("source", "split").len().sort("source", "split").to_dicts()
+        if items.height
+        else []
+    )
+    extra = {
+        "leakage": {
+            "splits": {s: f"{s}.parquet" for s in SPLITS},
+            "groupings": manifest_groupings(e, component_col(clusters)),
+        },
+        "split_by": e.split_by,
+        "split_rule": split_rule(e),
+        "ratios": list(e.ratios),
+        "cross_split": cross,
+        "by_source": by_source,
+        "format": e.format,
+    }
+    io.write_tree("hf", lambda dest: save_hf(tables, dest))
+    io.write_text("README.md", card(counts, extra, cfg, io.run))
+    return counts, extra
+
+
+def print_summary(m: dict[str, Any] | None) -> None:
+    """The split table, the rule, and the cross-split count."""
+    if not m:
+        return
+    c = m["counts"]
+    n = max(c["items_in"], 1)
+    t = Table(title="export: splits", title_justify="left")
+    for col in ("split", "items", "share", "target", "groups"):
+        t.add_column(col, justify="left" if col == "split" else "right")
+    for s, r in zip(SPLITS, m["ratios"], strict=True):
+        t.add_row(s, str(c[s]), f"{100 * c[s] / n:.2f}%", f"{100 * r:.2f}%", str(c[f"groups_{s}"]))
+    console.print(t)
+    console.print(Text(f"export rule: {m['split_rule']}"))
+    dev = max(abs(100 * c[s] / n - 100 * r) for s, r in zip(SPLITS, m["ratios"], strict=True))
+    ratio = m.get("split_by") == "ratio" and c["items_in"] > 0
+    off = f"; max deviation from ratios {dev:.2f} pp" if ratio else ""
+    console.print(
+        f"export: {c['items_in']} items in {c['groups']} groups -> "
+        + ", ".join(f"{s} {c[s]} ({100 * c[s] / n:.2f}%)" for s in SPLITS)
+        + f"{off}; cross-split groups {c['cross_split_groups']} "
+        + "("
+        + ", ".join(f"{k} {v}" for k, v in m["cross_split"].items())
+        + ")"
+    )

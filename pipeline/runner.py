@@ -1,0 +1,222 @@
+"""The one runner: every stage runs through `run_stage`, whatever it does.
+
+For every stage alike: its inputs must be outputs of finished stages; its fingerprint (code,
+config section, the stage's own key, the content fingerprints its upstream manifests recorded:
+nothing is re-hashed) decides whether it is skipped; its old manifest is dropped before it
+starts, so a killed run is redone; its steps write through a StageIO (atomic files, the
+stage's Parquet metadata); its outputs are checked against their declared schemas, recorded
+(rows, bytes, sha256) and conserved (every item in leaves in exactly one output, checked here
+as `verify` re-checks it); the manifest, written last, records counts, wall and CPU time.
+The caller holds the run folder's lock (runs.run_lock) for as long as it runs stages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.config import Config
+from pipeline.console import progress
+from pipeline.errors import DataError
+from pipeline.runs import (
+    StageFailed,
+    StageRun,
+    code_version,
+    parquet_sink,
+    read_manifest,
+    write_parquet,
+    write_text,
+)
+from pipeline.stage import Output, Stage, resolve
+
+
+@dataclass
+class StageIO:
+    """What a step reads and writes through: the runner's files, never the step's own."""
+
+    cfg: Config
+    stage: Stage
+    run: StageRun
+
+    @property
+    def dir(self) -> Path:
+        return self.run.dir
+
+    @property
+    def meta(self) -> dict[str, str]:
+        return self.run.meta
+
+    def input(self, rel: str) -> Path:
+        return self.cfg.run_dir / rel
+
+    def table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
+        return pq.read_table(self.input(rel), columns=columns)
+
+    def sink(self, name: str, schema: pa.Schema) -> Any:
+        """An atomic Parquet writer for output `name` (renamed into place on success)."""
+        return parquet_sink(self.dir / name, schema, self.meta)
+
+    def write(self, name: str, table: pa.Table) -> None:
+        write_parquet(table, self.dir / name, self.meta)
+
+    def write_text(self, name: str, text: str) -> None:
+        write_text(self.dir / name, text)
+
+    def write_tree(self, name: str, build: Callable[[Path], None]) -> None:
+        """A folder output, built in a temp folder renamed over the old one."""
+        dest = self.dir / name
+        tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build(tmp)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+
+    def progress(self) -> Any:
+        return progress()
+
+
+@dataclass
+class StageResult:
+    stage: str
+    manifest: dict[str, Any]
+    skipped: bool
+
+
+# ------------------------------------------------------------------------ fingerprints
+
+
+def upstream(cfg: Config, rel: str, needed_by: str) -> str:
+    """The content fingerprint the upstream manifest recorded for output `rel`."""
+    stage, _, name = rel.partition("/")
+    m = read_manifest(cfg.run_dir / stage)
+    out = (m or {}).get("outputs", {}).get(name)
+    if not isinstance(out, dict) or not (cfg.run_dir / rel).exists():
+        raise StageFailed(
+            f"{needed_by}: no {stage} output in {cfg.run_dir / stage}; "
+            f"run `editcurate {stage}` first"
+        )
+    return f"sha256:{out.get('sha256', '')}"
+
+
+def prepare(stage: Stage, cfg: Config) -> StageRun:
+    inputs = {rel: upstream(cfg, rel, stage.name) for rel in stage.reads}
+    extra, external = resolve(stage.key)(cfg) if stage.key else ("", {})
+    inputs.update(external)
+    section = cfg.fingerprint(stage.section) if stage.section else ""
+    text = "\0".join((stage.name, section, extra, code_version(stage.code)))
+    return StageRun(
+        run_dir=cfg.run_dir,
+        stage=stage.name,
+        fingerprint=hashlib.sha256(text.encode()).hexdigest()[:16],
+        config_fingerprint=cfg.fingerprint(),
+        inputs=inputs,
+    )
+
+
+# ------------------------------------------------------------------------ running
+
+
+def run_stage(stage: Stage, cfg: Config, force: bool = False) -> StageResult:
+    sr = prepare(stage, cfg)
+    if not force and sr.is_fresh():
+        return StageResult(stage.name, read_manifest(sr.dir) or {}, skipped=True)
+    sr.begin()
+    cpu0 = os.times()
+    io = StageIO(cfg, stage, sr)
+    if stage.map is not None:
+        counts, extra = _run_map(stage, cfg, io)
+    else:
+        assert stage.step is not None  # Stage checks exactly one of step and map
+        counts, extra = resolve(stage.step)(cfg, io)
+    in_schema = pq.read_schema(io.input(stage.reads[0])) if stage.reads else None
+    for out in stage.writes:
+        _check_schema(stage, out, io.dir / out.name, in_schema)
+        sr.record_output(out.name, out.role)
+    if stage.conservation == "ids" and "conservation" not in extra:
+        extra["conservation"] = {
+            "kind": "ids",
+            "input": f"../{stage.reads[0]}",
+            "outputs": stage.leaves,
+        }
+    cpu1 = os.times()
+    extra["cpu_s"] = round((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system), 3)
+    manifest = sr.finish(counts, extra)
+    from pipeline.verify import check_stage
+
+    problems: list[str] = []
+    check_stage(sr.dir, manifest, problems)
+    if problems:
+        raise DataError(f"{stage.name}: {problems[0]}")
+    return StageResult(stage.name, manifest, skipped=False)
+
+
+def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | None) -> None:
+    if not path.exists():
+        raise StageFailed(f"{stage.name}: the stage did not write its output {out.name}")
+    want = out.schema
+    if want is None or not out.name.endswith(".parquet"):
+        return
+    if isinstance(want, str):
+        want = resolve(want)
+    if callable(want) and not isinstance(want, pa.Schema):
+        want = want(in_schema)
+    got = pq.read_schema(path)
+    if [(f.name, f.type) for f in got] != [(f.name, f.type) for f in want]:
+        raise StageFailed(
+            f"{stage.name}: {out.name} has columns {got.names}, the stage declares {want.names}"
+        )
+
+
+def merge(total: dict[Any, Any], part: dict[Any, Any]) -> None:
+    """Sum `part` into `total`: numbers add, dicts merge recursively."""
+    for k, v in part.items():
+        if isinstance(v, dict):
+            merge(total.setdefault(k, {}), v)
+        else:
+            total[k] = total.get(k, 0) + v
+
+
+def _run_map(stage: Stage, cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The local executor of a map stage: batches of the first input through `map`."""
+    ctx = resolve(stage.start)(cfg) if stage.start else cfg
+    fn = resolve(stage.map)  # type: ignore[arg-type]
+    src = pq.ParquetFile(io.input(stage.reads[0]))
+    size = stage.batch_size(cfg) if stage.batch_size else 65_536
+    totals: dict[Any, Any] = {}
+    with ExitStack() as stack:
+        schemas = {
+            o.name: _schema(o, src.schema_arrow)
+            for o in stage.writes
+            if o.name.endswith(".parquet")
+        }
+        writers = {n: stack.enter_context(io.sink(n, s)) for n, s in schemas.items()}
+        bar = stack.enter_context(io.progress())
+        task = bar.add_task(stage.name, total=src.metadata.num_rows)
+        for batch in src.iter_batches(batch_size=size):
+            outs, counts = fn(batch, ctx)
+            for name, b in outs.items():
+                t = pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
+                writers[name].write_table(t.cast(schemas[name]))  # the declared schema
+            merge(totals, counts)
+            bar.advance(task, batch.num_rows)
+    if stage.finalize is None:
+        return totals, {}
+    return resolve(stage.finalize)(cfg, totals, io)
+
+
+def _schema(out: Output, in_schema: pa.Schema) -> pa.Schema:
+    want = resolve(out.schema) if isinstance(out.schema, str) else out.schema
+    if callable(want) and not isinstance(want, pa.Schema):
+        want = want(in_schema)
+    if want is None:
+        raise StageFailed(f"output {out.name}: a map stage must declare its schema")
+    return want
