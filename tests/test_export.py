@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -256,3 +257,31 @@ def test_the_same_edit_in_two_files_or_two_repos_lands_in_one_split() -> None:
     for seed in range(20):
         a = assign_splits(df, clusters, shapes, ExportConfig(seed=seed, ratios=[0.4, 0.3, 0.3]))
         assert a.filter(pl.col("id").is_in(ids))["split"].n_unique() == 1, seed
+
+
+def test_the_card_has_hugging_face_front_matter_and_the_funnel(tmp_path, cli):
+    import yaml
+
+    rows = "".join(
+        json.dumps({"before": f"x = {k}", "after": f"y = {k}", "comment": f"rename x in f{k}"})
+        + "\n"
+        for k in range(40)
+    )
+    (tmp_path / "d.jsonl").write_text(rows)
+    (tmp_path / "c.toml").write_text(
+        '[run]\nname = "t: a run"\nroot = "runs"\n[[ingest.sources]]\nkind = "table"\n'
+        'path = "d.jsonl"\n[export]\nlicense = "mit"\n'
+    )
+    cli("run", "--config", tmp_path / "c.toml")
+    card = (tmp_path / "runs" / "t: a run" / "export" / "README.md").read_text()
+    assert card.startswith("---\n")
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["license"] == "mit" and meta["size_categories"] == ["n<1K"]
+    assert meta["task_categories"] == ["text-generation"] and "code-review" in meta["tags"]
+    files = meta["configs"][0]["data_files"]
+    assert [(f["split"], f["path"]) for f in files] == [
+        ("train", "train.parquet"),
+        ("validation", "validation.parquet"),
+        ("test", "test.parquet"),
+    ]
+    assert "## Curation funnel" in card and "| filter | 40 |" in card

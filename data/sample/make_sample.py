@@ -6,7 +6,8 @@ repos, people and code are made up. Run `python data/sample/make_sample.py` to r
 
 - github_comments.json: pull-request review comments as the GitHub REST API returns them.
 - refinement.jsonl: CodeReviewer-style refinement records (old, new, comment).
-- edits.csv: a generic CSV export of before/after edits.
+- edits.csv: a generic CSV export of before/after edits (edits.jsonl: the same rows in the
+  item's own field names, for `editcurate run data/sample/edits.jsonl` with no config).
 """
 
 from __future__ import annotations
@@ -1673,6 +1674,13 @@ def main() -> None:
     write_text(HERE / "github_comments.json", gh_text)
     write_text(HERE / "refinement.jsonl", ref_text)
     write_text(HERE / "edits.csv", csv_text)
+    # the same rows under the item's own field names: what `editcurate run FILE` reads with
+    # no config
+    names = ("repo", "change", "path", "before", "after", "comment", "author", "created_at")
+    items_text = "".join(
+        json.dumps(dict(zip(names, row, strict=True)), ensure_ascii=False) + "\n" for row in edits
+    )
+    write_text(HERE / "edits.jsonl", items_text)
 
     with open(HERE / "github_comments.json", encoding="utf-8") as f:
         assert len(json.load(f)) == len(comments)
@@ -1686,7 +1694,7 @@ def main() -> None:
         f"replies, {gh_stats['bot']} by bots)"
     )
     print(f"refinement.jsonl: {len(refinement)} records")
-    print(f"edits.csv: {len(edits)} rows")
+    print(f"edits.csv: {len(edits)} rows (and edits.jsonl, the same in item field names)")
     total = gh_stats["suggestion_blocks"] + len(refinement) + len(edits)
     print(f"total review items (suggestion blocks + records + rows): {total}")
 
