@@ -38,20 +38,16 @@ ITEM_SCHEMA = pa.schema(
 # Ingest's second output: every input record that gave no item, with why. `severity` tells a
 # malformed record ("error") from a well-formed one that holds no review edit ("skip": a review
 # comment without a suggestion, a binary file change ...).
+# The item's text: its string fields, less the id and what ingest sets (source, source_ref).
+# The one list: sources map them, rules match them, dedup may shingle them.
+TEXT_FIELDS = tuple(
+    f.name
+    for f in ITEM_SCHEMA
+    if f.type == pa.string() and f.name not in ("id", "source", "source_ref")
+)
 # Item text a secret could hide in: masked at ingest, before the first write (pipeline/secrets);
 # source_ref too, as a git ref holds the file's path.
-SECRET_FIELDS = (
-    "source_ref",
-    "repo",
-    "change",
-    "path",
-    "language",
-    "before",
-    "after",
-    "context",
-    "comment",
-    "author",
-)
+SECRET_FIELDS = ("source_ref", *TEXT_FIELDS)
 
 ERROR_SCHEMA = pa.schema(
     [

@@ -35,19 +35,30 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         where = str(p)
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{p}: config file not found") from None
-        except IsADirectoryError:
-            raise ConfigError(f"{p}: is a folder, not a config file") from None
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{p}: not UTF-8 text (byte {e.start}): not a TOML config") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{p}: invalid TOML: {e}") from None
+        except (
+            FileNotFoundError,
+            IsADirectoryError,
+            UnicodeDecodeError,
+            tomllib.TOMLDecodeError,
+        ) as e:
+            # other OS errors (permission denied) stay OSErrors: an environment failure, exit 3
+            raise ConfigError(f"{p}: {_unreadable(e)}") from None
         base = p.resolve().parent
     set_by: dict[str, str] = {}
     for ov in overrides or []:
         set_by[apply_override(data, ov)] = ov
     return validate(Config, data, where, set_by=set_by).with_base_dir(base)
+
+
+def _unreadable(e: Exception) -> str:
+    """Why a config file could not be read, in words."""
+    if isinstance(e, FileNotFoundError):
+        return "config file not found"
+    if isinstance(e, IsADirectoryError):
+        return "is a folder, not a config file"
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {e.start}): not a TOML config"
+    return f"invalid TOML: {e}"
 
 
 def validate(

@@ -49,6 +49,14 @@ class FieldProblem(ValueError):
         self.key = key
 
 
+def _each_in(values: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
+    """values, or FieldProblem at the first one not in allowed (its index is the key)."""
+    for i, v in enumerate(values):
+        if v not in allowed:
+            raise FieldProblem(str(i), f"{v!r} is not {what}; use some of {', '.join(allowed)}")
+    return values
+
+
 _BUILDER_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
@@ -124,12 +132,7 @@ class SourceConfig(Section):
     @field_validator("required")
     @classmethod
     def _required(cls, v: list[str]) -> list[str]:
-        for i, k in enumerate(v):
-            if k not in ITEM_FIELDS:
-                raise FieldProblem(
-                    str(i), f"{k!r} is not an item field; item fields: {', '.join(ITEM_FIELDS)}"
-                )
-        return v
+        return _each_in(v, ITEM_FIELDS, "an item field")
 
     @field_validator("csv_delimiter")
     @classmethod
@@ -221,12 +224,7 @@ class DedupConfig(Section):
     @field_validator("fields")
     @classmethod
     def _fields(cls, v: list[str]) -> list[str]:
-        for i, f in enumerate(v):
-            if f not in TEXT_FIELDS:
-                raise FieldProblem(
-                    str(i), f"{f!r} is not a text field; use some of {', '.join(TEXT_FIELDS)}"
-                )
-        return v
+        return _each_in(v, TEXT_FIELDS, "a text field")
 
     @field_validator("keeper")
     @classmethod

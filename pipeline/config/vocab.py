@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-import pyarrow as pa
-
 from pipeline.schema import ITEM_SCHEMA
+from pipeline.schema import TEXT_FIELDS as TEXT_FIELDS  # the item text (one home: schema)
 
 SourceKind = Literal["table", "github", "codereviewer", "git", "hf"]
 SOURCE_KINDS: tuple[str, ...] = get_args(SourceKind)
@@ -15,8 +14,6 @@ TABLE_FORMATS = ("auto", "jsonl", "json", "csv", "parquet")
 TRANSFORM_NAMES = ("unrepr", "github_repo", "url_tail", "strip", "lower")
 # Item fields a source may map, default or transform: the schema's, less those ingest sets.
 ITEM_FIELDS = tuple(n for n in ITEM_SCHEMA.names if n not in ("id", "source", "source_ref"))
-# Item text fields dedup may shingle.
-TEXT_FIELDS = tuple(f.name for f in ITEM_SCHEMA if f.type == pa.string() and f.name != "id")
 ShingleMode = Literal["tokens", "chars"]
 # Keys a dedup keeper rank may use (pipeline/dedup/clusters.py RANK_KEYS); "-key" = descending.
 RANK_KEY_NAMES = ("comment_len", "after_len", "lines_changed", "created_at", "human", "id")

@@ -49,37 +49,26 @@ def _band_pairs(key, order, idx, cap):
     """Pairs (lo << 32 | hi) of items sharing a key; buckets over `cap` as (key, members).
 
     `order` sorts `key`; item k of the band is idx[k]. Members of a big bucket are sorted.
+    Two passes over the buckets (sized, then filled) so no array ever grows.
     """
-    n = key.shape[0]
-    npairs = 0
-    nbig = 0
-    nmembers = 0
-    s = 0
-    while s < n:
-        e = s + 1
-        while e < n and key[order[e]] == key[order[s]]:
-            e += 1
-        k = e - s
-        if k > cap:
-            nbig += 1
-            nmembers += k
-        elif k > 1:
-            npairs += k * (k - 1) // 2
-        s = e
-    pairs = np.empty(npairs, dtype=np.uint64)
-    big_key = np.empty(nbig, dtype=np.uint64)
-    big_offsets = np.zeros(nbig + 1, dtype=np.int64)
-    big_members = np.empty(nmembers, dtype=np.int64)
+    sk = key[order]
+    bounds = np.concatenate(
+        (np.zeros(1, np.int64), np.nonzero(sk[1:] != sk[:-1])[0] + 1, np.full(1, sk.shape[0]))
+    )
+    sizes = np.diff(bounds)
+    big = sizes > cap
+    small = sizes[~big]
+    pairs = np.empty(int((small * (small - 1) // 2).sum()), dtype=np.uint64)
+    big_key = np.empty(int(big.sum()), dtype=np.uint64)
+    big_offsets = np.zeros(big_key.shape[0] + 1, dtype=np.int64)
+    big_members = np.empty(int(sizes[big].sum()), dtype=np.int64)
     w = 0
     g = 0
-    s = 0
-    while s < n:
-        e = s + 1
-        while e < n and key[order[e]] == key[order[s]]:
-            e += 1
+    for r in range(sizes.shape[0]):
+        s, e = bounds[r], bounds[r + 1]
         k = e - s
         if k > cap:
-            big_key[g] = key[order[s]]
+            big_key[g] = sk[s]
             o = big_offsets[g]
             big_members[o : o + k] = np.sort(idx[order[s:e]])
             big_offsets[g + 1] = o + k
@@ -92,7 +81,6 @@ def _band_pairs(key, order, idx, cap):
                         p, q = q, p
                     pairs[w] = (np.uint64(p) << np.uint64(32)) | np.uint64(q)
                     w += 1
-        s = e
     return pairs, big_key, big_offsets, big_members
 
 

@@ -320,25 +320,39 @@ def _clip(s: str, n: int = 300) -> str:
     return s if len(s) <= n else s[:n] + f"... [+{len(s) - n}]"
 
 
+def _numbers(title: str, cols: dict[str, str], rows: Any) -> Table:
+    """A table of right-aligned figures: cols maps a header to a row key and format spec."""
+    t = Table(title=title, title_justify="left")
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(*(format(r[k.split(":")[0]], k.partition(":")[2]) for k in cols.values()))
+    return t
+
+
 def print_tune(res: dict[str, Any]) -> None:
     d: DedupConfig = res["config"]
-    t = Table(
-        title="threshold sweep (counts below the stage threshold are lower bounds: see P(cand))",
-        title_justify="left",
+    rows = [
+        {
+            **r,
+            "mark": f"{r['threshold']:.2f}"
+            + (" *" if abs(r["threshold"] - d.threshold) < 1e-9 and r["ngram"] == d.ngram else ""),
+        }
+        for r in res["table"].iter_rows(named=True)
+    ]
+    t = _numbers(
+        "threshold sweep (counts below the stage threshold are lower bounds: see P(cand))",
+        {
+            "ngram": "ngram:",
+            "threshold": "mark:",
+            "pairs": "pairs:",
+            "clusters": "clusters:",
+            "items removed": "items_removed:",
+            "share": "share_removed:.2%",
+            "P(cand)": "p_candidate:.3f",
+        },
+        rows,
     )
-    for c in ("ngram", "threshold", "pairs", "clusters", "items removed", "share", "P(cand)"):
-        t.add_column(c, justify="right")
-    for r in res["table"].iter_rows(named=True):
-        mark = " *" if abs(r["threshold"] - d.threshold) < 1e-9 and r["ngram"] == d.ngram else ""
-        t.add_row(
-            str(r["ngram"]),
-            f"{r['threshold']:.2f}{mark}",
-            str(r["pairs"]),
-            str(r["clusters"]),
-            str(r["items_removed"]),
-            f"{r['share_removed']:.2%}",
-            f"{r['p_candidate']:.3f}",
-        )
     console.print(t)
     items = {r["id"]: r for r in res["items"].iter_rows(named=True)}
     for r in res["border"].iter_rows(named=True):
@@ -357,19 +371,19 @@ def print_tune(res: dict[str, Any]) -> None:
         console.print(bt)
     pr = res["pr"]
     if pr is not None:
-        pt = Table(title="labelled pairs", title_justify="left")
-        for c in ("threshold", "tp", "fp", "fn", "precision", "recall", "F1"):
-            pt.add_column(c, justify="right")
-        for r in pr.iter_rows(named=True):
-            pt.add_row(
-                f"{r['threshold']:.2f}",
-                str(r["tp"]),
-                str(r["fp"]),
-                str(r["fn"]),
-                f"{r['precision']:.3f}",
-                f"{r['recall']:.3f}",
-                f"{r['f1']:.3f}",
-            )
+        pt = _numbers(
+            "labelled pairs",
+            {
+                "threshold": "threshold:.2f",
+                "tp": "tp:",
+                "fp": "fp:",
+                "fn": "fn:",
+                "precision": "precision:.3f",
+                "recall": "recall:.3f",
+                "F1": "f1:.3f",
+            },
+            pr.iter_rows(named=True),
+        )
         console.print(pt)
         console.print(f"tune: best threshold by F1: {best_threshold(pr)}")
     console.print(Text(f"tune: wrote {res['out']} (sweep.csv, sweep.png, borderline.csv)"))

@@ -18,21 +18,11 @@ import yaml
 
 from pipeline.config import Config, canonical_text
 from pipeline.filter.regex import check_combined, check_pattern, glob_to_regex
+from pipeline.schema import TEXT_FIELDS
 
 # pipeline/rules: the repository's top-level rules/ (a link in a checkout, package data in a wheel)
 RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
-TEXT_FIELDS = (
-    "repo",
-    "change",
-    "path",
-    "language",
-    "before",
-    "after",
-    "context",
-    "comment",
-    "author",
-)
-SECRET_FIELDS = ("before", "after", "context", "comment")
+SECRET_FIELDS = ("before", "after", "context", "comment")  # a secret rule's default fields
 ACTIONS = ("drop", "flag")
 UNITS = ("chars", "lines", "tokens", "line_chars")
 

@@ -18,18 +18,8 @@ import orjson
 
 from pipeline.config import ConfigError, SourceConfig
 from pipeline.ingest.base import RawItem, Record, RecordError
+from pipeline.schema import TEXT_FIELDS
 
-TEXT_FIELDS = (
-    "repo",
-    "change",
-    "path",
-    "before",
-    "after",
-    "context",
-    "comment",
-    "author",
-    "language",
-)
 # Fields where a number is a fine value (a PR number, a numeric repo id) and becomes text.
 NUMBER_OK = {"repo", "change", "author", "path"}
 MAPPABLE = (*TEXT_FIELDS, "author_is_bot", "lines_removed", "lines_added", "created_at")
