@@ -1,9 +1,7 @@
 """The `editcurate` command: a thin layer over the Python API (pipeline/api.py).
 
-`run` runs every stage of PIPELINE (from a config, or from input paths with no config), one
-sub-command per stage runs just that stage, and `verify`, `report`, `tune`, `why` and
-`smoke-train` read a run folder. Heavy libraries are imported inside the commands, so
-`--help` stays fast.
+`run` runs every stage of PIPELINE (from a config, or from paths), a sub-command per stage
+runs one; heavy libraries are imported inside the commands, so `--help` stays fast.
 
 Every failure is one line on stderr (data is never read as Rich markup) and an exit code from
 pipeline/errors.py: 0 ok, 1 data or check failed, 2 usage or config, 3 I/O or environment.
@@ -168,36 +166,28 @@ def _one_stage(
     _pipeline(config, sets, print_config=print_config).run(only=name, force=force, on_stage=_show)
 
 
-@app.command()
-def ingest(
-    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
-) -> None:
-    """Read every configured source into items.parquet (+ errors.parquet)."""
-    _one_stage("ingest", config, set_, force, print_config)
+def _stage_command(name: str, doc: str) -> None:
+    """`editcurate NAME --config FILE`: run that one stage (each stage is one in PIPELINE)."""
+
+    def command(
+        config: ConfigOpt,
+        set_: SetOpt = None,
+        force: ForceOpt = False,
+        print_config: PrintOpt = False,
+    ) -> None:
+        _one_stage(name, config, set_, force, print_config)
+
+    command.__doc__ = doc
+    app.command(name)(command)
 
 
-@app.command("filter")
-def filter_(
-    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
-) -> None:
-    """Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."""
-    _one_stage("filter", config, set_, force, print_config)
-
-
-@app.command()
-def dedup(
-    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
-) -> None:
-    """Remove exact and near duplicates (shingle Jaccard) from the filter stage's kept items."""
-    _one_stage("dedup", config, set_, force, print_config)
-
-
-@app.command()
-def shapes(
-    config: ConfigOpt, set_: SetOpt = None, force: ForceOpt = False, print_config: PrintOpt = False
-) -> None:
-    """Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."""
-    _one_stage("shapes", config, set_, force, print_config)
+for _name, _doc in (
+    ("ingest", "Read every configured source into items.parquet (+ errors.parquet)."),
+    ("filter", "Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."),
+    ("dedup", "Remove exact and near duplicates (shingle Jaccard) from filter's kept items."),
+    ("shapes", "Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."),
+):
+    _stage_command(_name, _doc)
 
 
 FormatOpt = Annotated[
