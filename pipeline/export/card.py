@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import yaml
 
 from pipeline.config import Config
@@ -135,15 +134,35 @@ def card(counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRu
     return "\n".join(lines)
 
 
-def save_hf(tables: dict[str, pa.Table], dest: Path) -> None:
-    """datasets.DatasetDict.save_to_disk into dest (the runner renames it into place)."""
+def _dataset(path: Path, cache: Path) -> Any:
+    """A split as a datasets.Dataset memory-mapped from the Parquet file (an empty one,
+    which `from_parquet` refuses, from its schema)."""
     import datasets
+    import pyarrow.parquet as pq
     from datasets.table import InMemoryTable
 
-    dd = datasets.DatasetDict({k: datasets.Dataset(InMemoryTable(t)) for k, t in tables.items()})
+    if pq.ParquetFile(path).metadata.num_rows == 0:
+        return datasets.Dataset(InMemoryTable(pq.read_table(path)))
+    return datasets.Dataset.from_parquet(str(path), cache_dir=str(cache), keep_in_memory=False)
+
+
+def save_hf(files: dict[str, Path], dest: Path) -> None:
+    """datasets.DatasetDict.save_to_disk from the split Parquet files into dest (the runner
+    renames it into place): the dataset is memory-mapped from an Arrow cache beside dest,
+    never built in memory."""
+    import shutil
+
+    import datasets
+
+    cache = dest.with_name(dest.name + ".cache")
     datasets.disable_progress_bars()  # the stage prints its own summary
     try:
+        parts = {name: _dataset(path, cache) for name, path in files.items()}
+        dd = datasets.DatasetDict(parts)
         # an empty split still gets its one (empty) shard: with none, load_from_disk fails
-        dd.save_to_disk(str(dest), num_shards={k: 1 for k, t in tables.items() if not t.num_rows})
+        empty = {k: 1 for k, d in dd.items() if not d.num_rows}
+        dd.save_to_disk(str(dest), num_shards=empty)
+        del dd, parts
     finally:
         datasets.enable_progress_bars()
+        shutil.rmtree(cache, ignore_errors=True)

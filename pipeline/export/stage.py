@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 from rich.table import Table
 from rich.text import Text
 
@@ -34,35 +36,50 @@ def _with_sft(t: pa.Table) -> pa.Table:
     return t.append_column("completion", pa.array([c for _, c in pc], pa.string()))
 
 
+KEYS = ["id", "source", "repo", "created_at"]  # all the splits are decided from
+BATCH = 50_000  # rows streamed into the split files at a time
+
+
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Splits are assigned from ids and group keys only; the rows are then streamed from
+    shapes' kept items into the split files a batch at a time, and the HF dataset is built
+    from those files: memory stays bounded by the batch, whatever the corpus size."""
     e = cfg.export
-    table = io.table("shapes/kept.parquet")
-    # a pa.Table always converts to a DataFrame (pyarrow is untyped, so the overload can't tell)
-    items = cast(pl.DataFrame, pl.from_arrow(table))
+    src = io.input("shapes/kept.parquet")
+    items = pl.read_parquet(src, columns=KEYS)
     clusters = pl.read_parquet(io.input("dedup/clusters.parquet"))
     shapes = pl.read_parquet(io.input("shapes/shapes.parquet"), columns=["id", "scope", "group_id"])
     assigned = assign_splits(items, clusters, shapes, e)
     cross = leakage(assigned, items, clusters, shapes, e)
-    full = items.with_row_index("_row").join(assigned, on="id", how="left")
-    full = full.sort(["id", "source", "source_ref", "_row"])
-    counts: dict[str, Any] = {
-        "items_in": items.height,
-        "groups": assigned["export_group"].n_unique(),
-    }
-    tables = {}
+    split_of = assigned.select("id", "split", "export_group")
+    reader = pq.ParquetFile(src)
+    schema = reader.schema_arrow.append(pa.field("export_group", pa.int64()))
+    if e.format == "sft":
+        schema = schema.append(pa.field("prompt", pa.string()))
+        schema = schema.append(pa.field("completion", pa.string()))
+    counts: dict[str, Any] = dict.fromkeys(SPLITS, 0)
+    with ExitStack() as stack:
+        sinks = {name: stack.enter_context(io.sink(f"{name}.parquet", schema)) for name in SPLITS}
+        for batch in reader.iter_batches(batch_size=BATCH):
+            rows = cast(pl.DataFrame, pl.from_arrow(batch)).join(
+                split_of, on="id", how="left", maintain_order="left"
+            )
+            for name in SPLITS:
+                part = rows.filter(pl.col("split") == name).drop("split").to_arrow()
+                if e.format == "sft":
+                    part = _with_sft(part)
+                sinks[name].write_table(part.cast(schema))
+                counts[name] += part.num_rows
+    per_item = items.select("id", "source").join(split_of, on="id", how="left")
+    counts["items_in"] = items.height
+    counts["groups"] = assigned["export_group"].n_unique()
     for name in SPLITS:
-        rows = full.filter(pl.col("split") == name)
-        t = table.take(pa.array(rows["_row"].to_numpy(), pa.int64()))
-        t = t.append_column("export_group", pa.array(rows["export_group"].to_numpy(), pa.int64()))
-        if e.format == "sft":
-            t = _with_sft(t)
-        io.write(f"{name}.parquet", t)
-        tables[name] = t
-        counts[name] = t.num_rows
-        counts[f"groups_{name}"] = rows["export_group"].n_unique()
+        counts[f"groups_{name}"] = per_item.filter(pl.col("split") == name)[
+            "export_group"
+        ].n_unique()
     counts["cross_split_groups"] = sum(cross.values())
     by_source = (
-        full.group_by("source", "split").len().sort("source", "split").to_dicts()
+        per_item.group_by("source", "split").len().sort("source", "split").to_dicts()
         if items.height
         else []
     )
@@ -78,7 +95,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         "by_source": by_source,
         "format": e.format,
     }
-    io.write_tree("hf", lambda dest: save_hf(tables, dest))
+    files = {s: io.dir / f"{s}.parquet" for s in SPLITS}
+    io.write_tree("hf", lambda dest: save_hf(files, dest))
     io.write_text("README.md", card(counts, extra, cfg, io.run))
     return counts, extra
 

@@ -85,21 +85,29 @@ def group_shapes(df: pl.DataFrame, s: ShapesConfig) -> pl.DataFrame:
         [df.select("id", "repo", "change", "path"), shape_columns(df, s.context_key)],
         how="horizontal",
     )
+    base = base.with_columns(
+        _shape=pl.concat_str(
+            [pl.col("digit_only").cast(pl.String), pl.col("_ctx"), pl.col("shape_text")],
+            separator="\x1f",
+        )
+    )
     parts = []
     for scope in SCOPES:
-        what = (
-            [pl.col("_edit")]
-            if scope == "edit"
-            else [pl.col("digit_only").cast(pl.String), pl.col("_ctx"), pl.col("shape_text")]
-        )
-        key = pl.concat_str([pl.lit(scope), _where(scope, s.path_in_key), *what], separator="\x1f")
-        part = base.with_columns(scope=pl.lit(scope), _key=key)
-        keys = part.select(pl.col("_key").unique())
+        # grouped on the key columns; the key's text and its sha are made once per group,
+        # not once per item (at 1M items the per-item strings cost gigabytes)
+        what = "_edit" if scope == "edit" else "_shape"
+        part = base.with_columns(scope=pl.lit(scope), _where=_where(scope, s.path_in_key))
+        keys = part.select("_where", what).unique()
+        text = pl.concat_str([pl.lit(scope), "_where", what], separator="\x1f")
         keys = keys.with_columns(
-            shape_key=pl.col("_key").map_elements(_sha, return_dtype=pl.String)
-        ).sort("shape_key", "_key")
-        keys = keys.with_row_index("group_id").with_columns(pl.col("group_id").cast(pl.Int64))
-        part = part.join(keys, on="_key", how="left")
+            shape_key=text.map_elements(_sha, return_dtype=pl.String), _text=text
+        ).sort("shape_key", "_text")
+        keys = keys.drop("_text").with_row_index("group_id")
+        keys = keys.with_columns(pl.col("group_id").cast(pl.Int64))
+        part = part.join(keys, on=["_where", what], how="left")
+        part = part.select(
+            "id", "scope", "shape_key", "shape_text", "digit_only", "group_id", "_row"
+        )
         parts.append(part.with_columns(group_size=pl.len().over("group_id").cast(pl.Int64)))
     out = pl.concat(parts).sort(["scope", "group_id", "id", "_row"])
     return out.select(
