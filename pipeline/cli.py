@@ -185,6 +185,7 @@ for _name, _doc in (
     ("ingest", "Read every configured source into items.parquet (+ errors.parquet)."),
     ("filter", "Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."),
     ("dedup", "Remove exact and near duplicates (shingle Jaccard) from filter's kept items."),
+    ("decontaminate", "Remove items that duplicate a benchmark's items (decontaminate.against)."),
     ("shapes", "Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."),
 ):
     _stage_command(_name, _doc)
@@ -231,12 +232,14 @@ def run_all(
     force: ForceOpt = False,
     json_: JsonOpt = False,
     print_config: PrintOpt = False,
+    executor: Annotated[str, typer.Option(help="local | ray (default: run.executor).")] = "",
 ) -> None:
     """Run every stage in order (unchanged ones are skipped), verify, write the report."""
     import json
 
     from pipeline.verify import verify_run
 
+    set_ = [*(set_ or []), *([f"run.executor={executor}"] if executor else [])]
     p = _pipeline(config, set_, paths, out, print_config)
     run = p.run(until=until, force=force, on_stage=_show)
     problems, _ = verify_run(run.path)

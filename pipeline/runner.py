@@ -16,7 +16,6 @@ import hashlib
 import os
 import shutil
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,47 +175,13 @@ def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | 
         )
 
 
-def merge(total: dict[Any, Any], part: dict[Any, Any]) -> None:
-    """Sum `part` into `total`: numbers add, dicts merge recursively."""
-    for k, v in part.items():
-        if isinstance(v, dict):
-            merge(total.setdefault(k, {}), v)
-        else:
-            total[k] = total.get(k, 0) + v
-
-
 def _run_map(stage: Stage, cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The local executor of a map stage: batches of the first input through `map`."""
-    ctx = resolve(stage.start)(cfg) if stage.start else cfg
-    fn = resolve(stage.map)  # type: ignore[arg-type]
-    src = pq.ParquetFile(io.input(stage.reads[0]))
-    size = stage.batch_size(cfg) if stage.batch_size else 65_536
-    totals: dict[Any, Any] = {}
-    with ExitStack() as stack:
-        schemas = {
-            o.name: _schema(o, src.schema_arrow)
-            for o in stage.writes
-            if o.name.endswith(".parquet")
-        }
-        writers = {n: stack.enter_context(io.sink(n, s)) for n, s in schemas.items()}
-        bar = stack.enter_context(io.progress())
-        task = bar.add_task(stage.name, total=src.metadata.num_rows)
-        for batch in src.iter_batches(batch_size=size):
-            outs, counts = fn(batch, ctx)
-            for name, b in outs.items():
-                t = pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
-                writers[name].write_table(t.cast(schemas[name]))  # the declared schema
-            merge(totals, counts)
-            bar.advance(task, batch.num_rows)
+    """A map stage through the configured executor, then its finalize."""
+    if cfg.run.executor == "ray":
+        from pipeline.executors.ray import run_map
+    else:
+        from pipeline.executors.local import run_map
+    totals = run_map(stage, cfg, io)
     if stage.finalize is None:
         return totals, {}
     return resolve(stage.finalize)(cfg, totals, io)
-
-
-def _schema(out: Output, in_schema: pa.Schema) -> pa.Schema:
-    want = resolve(out.schema) if isinstance(out.schema, str) else out.schema
-    if callable(want) and not isinstance(want, pa.Schema):
-        want = want(in_schema)
-    if want is None:
-        raise StageFailed(f"output {out.name}: a map stage must declare its schema")
-    return want

@@ -129,17 +129,33 @@ PIPELINE: tuple[Stage, ...] = (
             Output("edges.parquet", "aux", "pipeline.dedup.stage:EDGE_SCHEMA"),
             Output("clusters.parquet", "aux", "pipeline.dedup.stage:CLUSTER_SCHEMA"),
             Output("oversized_buckets.parquet", "aux", "pipeline.dedup.stage:OVERSIZED_SCHEMA"),
+            Output("index", "aux"),  # kept items' signatures + band keys, for later runs
         ),
         step=_ref("dedup.stage", "step"),
+        key=_ref("dedup.stage", "key"),
         summary=_ref("dedup.stage", "print_summary"),
         code=tuple(
-            f"dedup/{m}.py" for m in ("shingles", "minhash", "lsh", "clusters", "find", "stage")
+            f"dedup/{m}.py"
+            for m in ("shingles", "minhash", "lsh", "clusters", "index", "find", "stage")
         ),
+    ),
+    Stage(
+        name="decontaminate",
+        section="decontaminate",
+        reads=("dedup/kept.parquet",),
+        writes=(
+            Output("kept.parquet", "items"),
+            Output("removed.parquet", "terminal"),
+        ),
+        step=_ref("decontaminate", "step"),
+        key=_ref("decontaminate", "key"),
+        summary=_ref("decontaminate", "print_summary"),
+        code=("decontaminate.py", "dedup", "ingest", "schema.py", "secrets.py"),
     ),
     Stage(
         name="shapes",
         section="shapes",
-        reads=("dedup/kept.parquet",),
+        reads=("decontaminate/kept.parquet",),
         writes=(
             Output("kept.parquet", "items"),
             Output("removed.parquet", "terminal"),

@@ -158,7 +158,7 @@ def sample_run(tmp_path_factory) -> Path:
         shutil.copy(SAMPLE / f, d / f)
     toml = (SAMPLE / "editcurate.toml").read_text()
     (d / "editcurate.toml").write_text(toml.replace('root = "../runs"', 'root = "runs"'))
-    for stage in ("ingest", "filter", "dedup", "shapes"):
+    for stage in ("ingest", "filter", "dedup", "decontaminate", "shapes"):
         _cli(stage, "--config", d / "editcurate.toml")
     return d
 

@@ -130,9 +130,16 @@ def test_pipeline_is_one_ordered_list_the_cli_and_verify_read():
     from pipeline.cli import app
     from pipeline.verify import stage_dirs
 
-    assert [s.name for s in PIPELINE] == ["ingest", "filter", "dedup", "shapes", "export"]
+    assert [s.name for s in PIPELINE] == [
+        "ingest",
+        "filter",
+        "dedup",
+        "decontaminate",
+        "shapes",
+        "export",
+    ]
     commands = {c.name or c.callback.__name__ for c in app.registered_commands}
-    assert {"ingest", "filter", "dedup", "shapes", "export", "run"} <= commands
+    assert {"ingest", "filter", "dedup", "decontaminate", "shapes", "export", "run"} <= commands
     assert stage_dirs.__module__ == "pipeline.verify"
 
 
@@ -152,7 +159,7 @@ def test_the_api_and_the_cli_give_the_same_rows(tmp_path, cli, monkeypatch):
     via_api = api.read("export/train").collect()
     assert via_api.height > 0 and via_api.equals(via_cli)
     s = api.summary()
-    assert list(s["stages"]) == ["ingest", "filter", "dedup", "shapes", "export"]
+    assert list(s["stages"]) == [s.name for s in PIPELINE]
     assert s["stages"]["export"]["outputs"]["export/train.parquet"] == via_api.height
 
 

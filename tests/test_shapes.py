@@ -342,8 +342,8 @@ def test_bad_shapes_config_fails_at_load() -> None:
 # ------------------------------------------------------------------------ the stage
 
 
-def _fake_dedup(tmp_path, rows: list[dict]) -> None:
-    sr = StageRun(tmp_path / "runs" / "t", "dedup", "x", "x", {})
+def _fake_input(tmp_path, rows: list[dict]) -> None:
+    sr = StageRun(tmp_path / "runs" / "t", "decontaminate", "x", "x", {})  # shapes' input
     sr.begin()
     write_parquet(make_item_table(rows), sr.dir / "kept.parquet", sr.meta)
     sr.record_output("kept.parquet", "items")
@@ -356,8 +356,8 @@ def test_stage_end_to_end(tmp_path, cli, policy: str) -> None:
         f'[run]\nname = "t"\nroot = "runs"\n[shapes]\npolicy = "{policy}"\n'
     )
     res = cli("shapes", "--config", tmp_path / "c.toml", ok=False)
-    assert res.exit_code == 2 and "run `editcurate dedup` first" in res.output
-    _fake_dedup(tmp_path, [*FOUNDING, ADD_HOOK])
+    assert res.exit_code == 2 and "run `editcurate decontaminate` first" in res.output
+    _fake_input(tmp_path, [*FOUNDING, ADD_HOOK])
     res = cli("shapes", "--config", tmp_path / "c.toml")
     assert "ten largest groups" in res.output and "2 digit-only" in res.output
     out = tmp_path / "runs" / "t" / "shapes"

@@ -15,7 +15,7 @@ from tests.conftest import make_item_table, toml_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "data" / "sample" / "editcurate.toml"
-STAGES = ("ingest", "filter", "dedup", "shapes", "export")
+STAGES = ("ingest", "filter", "dedup", "decontaminate", "shapes", "export")
 
 
 def _invoke(*args: object, code: int = 0, env: dict[str, str] | None = None):

@@ -14,10 +14,12 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
 
+from pipeline.config.base import FieldProblem, Section, each_in, paths_listed
+from pipeline.config.decontaminate import DecontaminateConfig
 from pipeline.config.vocab import (
     ITEM_FIELDS,
     RANK_KEY_NAMES,
@@ -33,37 +35,9 @@ from pipeline.config.vocab import (
     SourceKind,
     SplitBy,
 )
-from pipeline.errors import UsageError
 from pipeline.ingest.base import DEFAULT_BOT_PATTERNS
 
-
-class ConfigError(UsageError, ValueError):
-    """A config that cannot be used; the message names the file and the key (exit 2)."""
-
-
-class FieldProblem(ValueError):
-    """Raised by a validator: `key` (relative to the model, dotted) is what the message is about."""
-
-    def __init__(self, key: str, msg: str):
-        super().__init__(msg)
-        self.key = key
-
-
-def _each_in(values: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
-    """values, or FieldProblem at the first one not in allowed (its index is the key)."""
-    for i, v in enumerate(values):
-        if v not in allowed:
-            raise FieldProblem(str(i), f"{v!r} is not {what}; use some of {', '.join(allowed)}")
-    return values
-
-
 _BUILDER_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-
-
-class Section(BaseModel):
-    """Frozen, no unknown keys, no silent coercion ("5" is not an integer, 1 not a bool)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 def _item_field_keys(keys: Any) -> None:
@@ -132,7 +106,7 @@ class SourceConfig(Section):
     @field_validator("required")
     @classmethod
     def _required(cls, v: list[str]) -> list[str]:
-        return _each_in(v, ITEM_FIELDS, "an item field")
+        return each_in(v, ITEM_FIELDS, "an item field")
 
     @field_validator("csv_delimiter")
     @classmethod
@@ -220,11 +194,20 @@ class DedupConfig(Section):
     # created_at (nulls last), human, id.
     keeper: list[str] = Field(default_factory=lambda: ["-comment_len", "created_at", "id"])
     batch_size: int = Field(default=100_000, ge=1)  # items shingled and MinHashed per batch
+    # Earlier run folders (relative to the config's folder) whose dedup index (dedup/index/)
+    # new items are matched against: a duplicate of an indexed item is removed, with it as
+    # keeper. Indexed items are never removed or re-emitted. List every earlier run.
+    against: list[str] = Field(default_factory=list)
+
+    @field_validator("against")
+    @classmethod
+    def _against(cls, v: list[str]) -> list[str]:
+        return paths_listed(v, "an earlier run folder")
 
     @field_validator("fields")
     @classmethod
     def _fields(cls, v: list[str]) -> list[str]:
-        return _each_in(v, TEXT_FIELDS, "a text field")
+        return each_in(v, TEXT_FIELDS, "a text field")
 
     @field_validator("keeper")
     @classmethod
@@ -328,6 +311,9 @@ class SmokeConfig(Section):
 class RunConfig(Section):
     name: str = "default"
     root: str = Field(default="data/runs", min_length=1)  # relative to the config's folder
+    executor: Literal["local", "ray"] = "local"  # who runs map steps (pipeline/executors)
+    ray_address: str = ""  # ray: a cluster to join ("" = start a local instance)
+    num_cpus: int = Field(default=2, ge=1)  # ray: CPUs of the local instance
 
     @field_validator("name")
     @classmethod
@@ -340,7 +326,7 @@ class RunConfig(Section):
         return n
 
 
-SECTIONS = ("run", "ingest", "filter", "dedup", "shapes", "export", "smoke")
+SECTIONS = ("run", "ingest", "filter", "dedup", "decontaminate", "shapes", "export", "smoke")
 
 
 class Config(Section):
@@ -348,6 +334,7 @@ class Config(Section):
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     filter: FilterConfig = Field(default_factory=FilterConfig)
     dedup: DedupConfig = Field(default_factory=DedupConfig)
+    decontaminate: DecontaminateConfig = Field(default_factory=DecontaminateConfig)
     shapes: ShapesConfig = Field(default_factory=ShapesConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
     smoke: SmokeConfig = Field(default_factory=SmokeConfig)

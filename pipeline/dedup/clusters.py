@@ -41,28 +41,43 @@ RANK_COLUMNS = {
 TIE_BREAK = ("id", "source", "source_ref")  # always appended: a total order over rows
 
 
+@nb.njit(inline="always")
+def _jaccard(va, i, ie, vb, j, je):
+    """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je]; 0 if either is empty."""
+    na, nb_ = ie - i, je - j
+    if na == 0 or nb_ == 0:
+        return 0.0
+    inter = 0
+    while i < ie and j < je:
+        x, y = va[i], vb[j]
+        if x == y:
+            inter += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    return inter / (na + nb_ - inter)
+
+
 @nb.njit(parallel=True, cache=True)
 def exact_jaccard(offsets, values, a, b):
     """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k]."""
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
-        i, ie = offsets[a[k]], offsets[a[k] + 1]
-        j, je = offsets[b[k]], offsets[b[k] + 1]
-        na, nb_ = ie - i, je - j
-        if na == 0 or nb_ == 0:
-            continue
-        inter = 0
-        while i < ie and j < je:
-            x, y = values[i], values[j]
-            if x == y:
-                inter += 1
-                i += 1
-                j += 1
-            elif x < y:
-                i += 1
-            else:
-                j += 1
-        out[k] = inter / (na + nb_ - inter)
+        x, y = a[k], b[k]
+        out[k] = _jaccard(values, offsets[x], offsets[x + 1], values, offsets[y], offsets[y + 1])
+    return out
+
+
+@nb.njit(parallel=True, cache=True)
+def exact_jaccard_cross(oa, va, ob, vb, a, b):
+    """exact_jaccard of item a[k] of one CSR set (oa, va) and item b[k] of another (ob, vb)."""
+    out = np.zeros(a.shape[0], dtype=np.float64)
+    for k in nb.prange(a.shape[0]):
+        x, y = a[k], b[k]
+        out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
     return out
 
 

@@ -15,17 +15,14 @@ import polars as pl
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import clusters as C
+from pipeline.dedup import lsh
+from pipeline.dedup.index import Index, best, match, same_text, shingle_and_sign
 from pipeline.dedup.lsh import candidates, p_candidate
-from pipeline.dedup.minhash import permutations, signatures
-from pipeline.dedup.shingles import shingle_sets
-
-SCAN_MARGIN = 0.1  # a big bucket's pairs are verified from estimated J >= threshold - this
 
 
 def scan_floor(d: DedupConfig) -> float:
-    """Estimated J at which a pair in an oversized bucket becomes a candidate: 4 standard
-    deviations of the 256-slot estimate below the threshold, so recall is kept."""
-    return max(0.0, d.threshold - SCAN_MARGIN)
+    """Estimated J at which a pair in an oversized bucket becomes a candidate (lsh.py)."""
+    return lsh.scan_floor(d.threshold)
 
 
 @dataclass
@@ -36,6 +33,50 @@ class DedupResult:
     edges: pl.DataFrame  # EDGE_SCHEMA
     oversized: pl.DataFrame  # OVERSIZED_SCHEMA
     counts: dict[str, Any]
+    kept_sig: np.ndarray  # signatures of the kept rows, in output order (for the index)
+    kept_shingles: np.ndarray  # their shingle set sizes
+
+
+@dataclass
+class Claims:
+    """Per representative of an exact group: the index row that claims it (-1: none), the J
+    (1.0 for the same id) and whether its shingled text is the indexed item's."""
+
+    row: np.ndarray
+    j: np.ndarray
+    same: np.ndarray
+    counts: dict[str, int]
+
+
+def _claims(
+    index: Index,
+    w: pl.DataFrame,
+    reps: pl.DataFrame,
+    text: pl.DataFrame,
+    shingled: tuple[np.ndarray, np.ndarray, np.ndarray],
+    eligible: np.ndarray,
+    d: DedupConfig,
+) -> Claims:
+    """Which indexed item claims each representative: one whose exact group holds an indexed
+    id, else the closest verified near duplicate (highest J, then the first index row)."""
+    offsets, values, sig = shingled
+    m = match(index, sig, offsets, values, eligible, d)
+    row, j = best(m, reps.height)
+    by_id = (
+        w.select("_rep", "id")
+        .join(pl.DataFrame({"id": index.ids, "_r": np.arange(len(index))}), on="id")
+        .group_by("_rep")
+        .agg(pl.col("_r").min())
+    )
+    if by_id.height:
+        at = by_id["_rep"].to_numpy()
+        row[at], j[at] = by_id["_r"].to_numpy(), 1.0
+    hit = np.flatnonzero(row >= 0)
+    same = np.zeros(reps.height, dtype=bool)
+    same[hit] = same_text(index, row[hit], text[reps["_row"].to_numpy()[hit]])
+    counts = {f"index_{k}": v for k, v in m.counts.items()}
+    counts |= {"index_items": len(index), "index_keepers": len(np.unique(row[hit]))}
+    return Claims(row, j, same, counts)
 
 
 def needed_columns(d: DedupConfig) -> list[str]:
@@ -89,35 +130,19 @@ def _exact_groups(df: pl.DataFrame, d: DedupConfig) -> tuple[pl.DataFrame, pl.Da
     return w.with_columns(_group=pl.Series(group)), text
 
 
-def _shingle(
-    text: pl.DataFrame, rep_rows: np.ndarray, d: DedupConfig, advance: Callable[[int], None] | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """CSR shingle sets (offsets, values) and signatures of the rows rep_rows, batch by batch."""
-    fields = list(d.fields)
-    a_perm, b_perm = permutations(d.num_perm, d.seed)
-    sig = np.empty((len(rep_rows), d.num_perm), dtype=np.uint32)
-    offs_parts, val_parts, shift = [np.zeros(1, np.int64)], [], 0
-    for s in range(0, len(rep_rows), d.batch_size):
-        rows = pl.Series(rep_rows[s : s + d.batch_size])
-        offs, vals = shingle_sets(
-            [text[f].gather(rows).to_arrow() for f in fields], fields, d.ngram, d.shingle
-        )
-        sig[s : s + len(rows)] = signatures(offs, vals, a_perm, b_perm)
-        offs_parts.append(offs[1:] + shift)
-        val_parts.append(vals)
-        shift += len(vals)
-        if advance:
-            advance(len(rows))
-    values = np.concatenate(val_parts) if val_parts else np.empty(0, np.uint32)
-    return np.concatenate(offs_parts), values, sig
-
-
 def find_duplicates(
-    df: pl.DataFrame, d: DedupConfig, advance: Callable[[int], None] | None = None
+    df: pl.DataFrame,
+    d: DedupConfig,
+    advance: Callable[[int], None] | None = None,
+    index: Index | None = None,
 ) -> DedupResult:
     """Exact then near duplicates of the rows of df (item columns; row order is ignored).
 
-    Pass df without keeping a reference to it, and its text is freed once shingled.
+    With an `index` (earlier runs' kept items), a row whose exact group holds an indexed id,
+    or whose representative is a verified near duplicate of an indexed item, is removed with
+    that item as keeper (kinds *_indexed); indexed items rank before every row, so they are
+    never removed. Pass df without keeping a reference to it, and its text is freed once
+    shingled (and matched against the index).
     """
     n = df.height
     w, text = _exact_groups(df, d)
@@ -138,10 +163,13 @@ def find_duplicates(
         _rep_id=reps["id"].gather(rep_index[group]),
     )
 
-    offsets, values, sig = _shingle(text, reps["_row"].to_numpy(), d, advance)
-    del text
+    offsets, values, sig = shingle_and_sign(text, reps["_row"].to_numpy(), d, advance)
     nshingles = np.diff(offsets)
     eligible = np.flatnonzero((nshingles > 0) & ~reps["_blank"].to_numpy())
+    claims = None
+    if index is not None:
+        claims = _claims(index, w, reps, text, (offsets, values, sig), eligible, d)
+    del text
 
     threads = nb.get_num_threads()
     cand = candidates(
@@ -156,7 +184,6 @@ def find_duplicates(
     )
     exact_j = C.exact_jaccard(offsets, values, cand.a, cand.b)
     est_j = C.est_jaccard(sig, cand.a, cand.b)
-    del sig
     floor = min(d.edge_floor, d.threshold)
     keep_edge = exact_j >= floor
     near = exact_j >= d.threshold
@@ -179,31 +206,60 @@ def find_duplicates(
         .to_numpy()
         .astype(np.int64)
     )
+    inodes = np.empty(0, np.int64)  # index rows that claim a representative: nodes nrep+k
+    if claims is not None:  # ranked first, each joined only to the representatives it claims
+        at = np.flatnonzero(claims.row >= 0)
+        inodes, local = np.unique(claims.row[at], return_inverse=True)
+        na, nb_ = np.concatenate([na, at]), np.concatenate([nb_, nrep + local])
+        nj = np.concatenate([nj, claims.j[at]])
+        order = np.concatenate([nrep + np.arange(len(inodes)), order])
     keeper_rep, j_rep = C.stars(order, na, nb_, nj)
-    comp_rep = C.components(nrep, na, nb_)
+    comp_rep = C.components(nrep + len(inodes), na, nb_)
     kept_pairs_above = int(((keeper_rep[na] == na) & (keeper_rep[nb_] == nb_)).sum())
 
     # Per row: its star (the keeper's representative) and its component, through its rep.
     row_rep = rep_index[group]
+    cl = keeper_rep[row_rep]
+    by_index = cl >= nrep
+    if index is not None and len(inodes):
+        ikeep = index.ids.gather(inodes[np.where(by_index, cl - nrep, 0)])
+        assert claims is not None
+        isame = claims.same[row_rep]
+    else:
+        ikeep, isame = pl.Series([""] * n, dtype=pl.String), np.zeros(n, dtype=bool)
     w = w.with_columns(
-        _cluster=pl.Series(keeper_rep[row_rep], dtype=pl.Int64),
+        _cluster=pl.Series(cl, dtype=pl.Int64),
         _component=pl.Series(comp_rep[row_rep], dtype=pl.Int64),
         _j=pl.Series(j_rep[row_rep], dtype=pl.Float64),
+        _by_index=pl.Series(by_index),
+        _ikeep=ikeep,
+        _isame=pl.Series(isame),
     )
     w = w.with_columns(_size=pl.len().over("_cluster"), _csize=pl.len().over("_component"))
     # Rows in a component of two or more: every star member, and keepers whose component
-    # holds other stars (export keeps a component in one split).
-    multi = C.sort_best(w.filter(pl.col("_csize") > 1), "_cluster", desc)
+    # holds other stars (export keeps a component in one split); and rows an indexed item
+    # claimed (their keeper is in an earlier run).
+    multi = w.filter((pl.col("_csize") > 1) | pl.col("_by_index"))
+    multi = C.sort_best(multi, "_cluster", desc)
+    first = pl.col("_pos") == pl.col("_pos").first().over("_cluster")
     multi = multi.with_columns(
-        _is_keeper=pl.col("_pos") == pl.col("_pos").first().over("_cluster"),
+        _is_keeper=first & ~pl.col("_by_index"),
         _keeper_pos=pl.col("_pos").first().over("_cluster"),
-        keeper_id=pl.col("id").first().over("_cluster"),
+        keeper_id=pl.when("_by_index")
+        .then(pl.col("_ikeep"))
+        .otherwise(pl.col("id").first().over("_cluster")),
         _comp_pos=pl.col("_pos").min().over("_component"),
     )
     multi = multi.with_columns(
         j_to_keeper=pl.when(pl.col("_rep") == pl.col("_cluster")).then(1.0).otherwise("_j"),
         kind=pl.when(pl.col("_is_keeper"))
         .then(pl.lit("keeper"))
+        .when(pl.col("_by_index") & (pl.col("id") == pl.col("keeper_id")))
+        .then(pl.lit("same_id_indexed"))
+        .when(pl.col("_by_index") & pl.col("_isame"))
+        .then(pl.lit("same_content_indexed"))
+        .when(pl.col("_by_index"))
+        .then(pl.lit("near_indexed"))
         .when(pl.col("_rep") != pl.col("_cluster"))
         .then(pl.lit("near"))
         .when(pl.col("id") == pl.col("keeper_id"))
@@ -233,9 +289,9 @@ def find_duplicates(
         .sort("_pos")
         .select("_row", "keeper_id", pl.col("j_to_keeper").alias("j"), "kind")
     )
-    kept_rows = (
-        w.join(removed.select("_row"), on="_row", how="anti").sort("_pos")["_row"].to_numpy()
-    )
+    kept = w.join(removed.select("_row"), on="_row", how="anti").sort("_pos")
+    kept_rows = kept["_row"].to_numpy()
+    kept_rep = kept["_rep"].to_numpy()
 
     samples = [[rep_ids[int(i)] for i in row if i >= 0] for row in cand.big_sample]
     oversized = pl.DataFrame(
@@ -283,4 +339,17 @@ def find_duplicates(
         "oversized_skipped_pairs": cand.skipped_pairs,
         "p_candidate_at_threshold": round(p_candidate(d.threshold, d.bands, d.rows), 6),
     }
-    return DedupResult(kept_rows, removed, clusters, edges, oversized, counts)
+    if claims is not None:
+        for k in ("same_id", "same_content", "near"):
+            counts[f"removed_{k}_indexed"] = int(by_kind.get(f"{k}_indexed", 0))
+        counts |= claims.counts
+    return DedupResult(
+        kept_rows,
+        removed,
+        clusters,
+        edges,
+        oversized,
+        counts,
+        sig[kept_rep],
+        nshingles[kept_rep].astype(np.int32),
+    )

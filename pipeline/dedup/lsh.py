@@ -19,6 +19,19 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+SCAN_MARGIN = 0.1  # a big bucket's pairs are verified from estimated J >= threshold - this
+
+
+def scan_floor(threshold: float) -> float:
+    """Estimated J at which a pair in an oversized bucket becomes a candidate: 4 standard
+    deviations of the 256-slot estimate below the threshold, so recall is kept."""
+    return max(0.0, threshold - SCAN_MARGIN)
+
+
+def min_equal_slots(floor: float, num_perm: int) -> int:
+    """Equal signature slots a pair needs for an estimated J of at least `floor`."""
+    return int(np.ceil(floor * num_perm - 1e-9))
+
 
 def p_candidate(j: float, bands: int, rows: int) -> float:
     """P(two items of Jaccard j share at least one band): the banding S-curve."""
@@ -85,17 +98,38 @@ def _band_pairs(key, order, idx, cap):
 
 
 @nb.njit(nogil=True, cache=True)
-def _shares_band(sig, p, q, bands, rows):
-    """Whether p and q agree on every slot of one of the bands 0..bands-1."""
+def _shares_band(sa, p, sb, q, bands, rows):
+    """Whether sa[p] and sb[q] agree on every slot of one of the bands 0..bands-1."""
     for band in range(bands):
         same = True
         for r in range(band * rows, (band + 1) * rows):
-            if sig[p, r] != sig[q, r]:
+            if sa[p, r] != sb[q, r]:
                 same = False
                 break
         if same:
             return True
     return False
+
+
+@nb.njit(nogil=True, cache=True)
+def _close(sa, p, sb, q, budget):
+    """Whether sa[p] and sb[q] differ in at most `budget` slots (stops counting past it)."""
+    miss = 0
+    for s in range(sa.shape[1]):
+        if sa[p, s] != sb[q, s]:
+            miss += 1
+            if miss > budget:
+                return False
+    return True
+
+
+@nb.njit(nogil=True, cache=True)
+def _grow(out, w):
+    if w < out.shape[0]:
+        return out
+    grown = np.empty(2 * out.shape[0], dtype=out.dtype)
+    grown[:w] = out[:w]
+    return grown
 
 
 @nb.njit(nogil=True, cache=True)
@@ -107,8 +141,7 @@ def scan_bucket(sig, members, band, rows, min_equal):
     items costs far less than one of near-identical ones. Returns (pairs, pairs compared).
     """
     k = members.shape[0]
-    p_slots = sig.shape[1]
-    budget = p_slots - min_equal  # unequal slots a pair may have and still qualify
+    budget = sig.shape[1] - min_equal  # unequal slots a pair may have and still qualify
     out = np.empty(1024, dtype=np.uint64)
     w = 0
     compared = 0
@@ -116,22 +149,37 @@ def scan_bucket(sig, members, band, rows, min_equal):
         p = members[x]
         for y in range(x + 1, k):
             q = members[y]
-            if band > 0 and _shares_band(sig, p, q, band, rows):
+            if band > 0 and _shares_band(sig, p, sig, q, band, rows):
                 continue
             compared += 1
-            miss = 0
-            for s in range(p_slots):
-                if sig[p, s] != sig[q, s]:
-                    miss += 1
-                    if miss > budget:
-                        break
-            if miss <= budget:
-                if w == out.shape[0]:
-                    grown = np.empty(2 * w, dtype=np.uint64)
-                    grown[:w] = out
-                    out = grown
+            if _close(sig, p, sig, q, budget):
+                out = _grow(out, w)
                 lo, hi = (p, q) if p < q else (q, p)
                 out[w] = (np.uint64(lo) << np.uint64(32)) | np.uint64(hi)
+                w += 1
+    return out[:w], compared
+
+
+@nb.njit(nogil=True, cache=True)
+def scan_cross(sq, qs, si, rs, band, rows, min_equal):
+    """scan_bucket across two sets: pairs (qs[x], rs[y]) of query items (rows of sq) and
+    indexed items (rows of si) sharing a big bucket, as (qs[x] << 32 | y), with at least
+    `min_equal` equal slots; pairs sharing an earlier band are left to it.
+    Returns (pairs, pairs compared)."""
+    budget = sq.shape[1] - min_equal
+    out = np.empty(1024, dtype=np.uint64)
+    w = 0
+    compared = 0
+    for x in range(qs.shape[0]):
+        p = qs[x]
+        for y in range(rs.shape[0]):
+            q = rs[y]
+            if band > 0 and _shares_band(sq, p, si, q, band, rows):
+                continue
+            compared += 1
+            if _close(sq, p, si, q, budget):
+                out = _grow(out, w)
+                out[w] = (np.uint64(p) << np.uint64(32)) | np.uint64(y)
                 w += 1
     return out[:w], compared
 
@@ -174,7 +222,7 @@ def candidates(
     scan_floor are candidates); buckets over `max_bucket` are skipped and reported.
     """
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    min_equal = int(np.ceil(scan_floor * sig.shape[1] - 1e-9)) if sig.ndim == 2 else 0
+    min_equal = min_equal_slots(scan_floor, sig.shape[1]) if sig.ndim == 2 else 0
     parts = []
     with ThreadPoolExecutor(max(1, threads)) as ex:
         for b0 in range(0, bands, 8):  # 8 bands of keys at a time: 64 MB per 1M items

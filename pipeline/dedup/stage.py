@@ -14,12 +14,19 @@
    edge at or above it (counted as kept_pairs_above_threshold, always 0). The connected
    component of each cluster is recorded too (component_id) so export keeps it whole.
 
+4. Incremental runs (`against`): the dedup indexes of earlier runs (index.py) are matched as
+   well; an item whose exact group holds an indexed id, or that is a verified near duplicate
+   of an indexed item, is removed with that item as keeper (kind same_id_indexed,
+   same_content_indexed or near_indexed). `index/` holds this run's own kept items for the
+   next run.
+
 Rows are processed in (id, source, source_ref) order and every output is sorted by a stable
 key, so shuffling the input changes no output byte.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -27,10 +34,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.table import Table
 
-from pipeline.config import Config
+from pipeline.config import Config, ConfigError, DedupConfig
 from pipeline.console import console
+from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult, find_duplicates, needed_columns, scan_floor
 from pipeline.dedup.lsh import p_candidate
+from pipeline.runs import read_manifest
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
@@ -72,18 +81,51 @@ REMOVED_EXTRA = [("keeper_id", pa.string()), ("j", pa.float64()), ("kind", pa.st
 # ------------------------------------------------------------------------ stage I/O
 
 
+def index_fingerprint(cfg: Config, entry: str) -> str:
+    """The content fingerprint of the dedup index of the earlier run `entry` (a
+    dedup.against path); ConfigError naming it when it has none or one made otherwise."""
+    run = cfg.resolve(entry)
+    where = f"dedup.against: {entry}"
+    if run.resolve() == cfg.run_dir.resolve():
+        raise ConfigError(f"{where}: is this run's own folder; name an earlier run")
+    m = read_manifest(run / "dedup")
+    out = (m or {}).get("outputs", {}).get("index")
+    if not isinstance(out, dict) or not (run / "dedup" / "index").is_dir():
+        raise ConfigError(
+            f"{where}: no dedup index in {run / 'dedup'} (a finished dedup stage of "
+            "this version writes dedup/index/); run dedup there first"
+        )
+    theirs = (m or {}).get("dedup_config") or {}
+    d = cfg.dedup
+    for k in ix.SHINGLING:
+        if theirs.get(k) != getattr(d, k):
+            raise ConfigError(
+                f"{where}: its index was made with dedup.{k} = {theirs.get(k)!r}, this "
+                f"run has {getattr(d, k)!r}; signatures compare only with the same shingling"
+            )
+    return f"sha256:{out.get('sha256', '')}"
+
+
+def key(cfg: Config) -> tuple[str, dict[str, str]]:
+    """Every dedup.against run checked; their index fingerprints are this stage's inputs."""
+    return "", {f"against:{e}": index_fingerprint(cfg, e) for e in cfg.dedup.against}
+
+
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = cfg.dedup
     src = io.input(INPUT)
     names = pq.read_schema(src).names
+    index = ix.load([cfg.resolve(e) for e in d.against], d) if d.against else None
     with io.progress() as bar:
         task = bar.add_task("dedup: shingles + MinHash", total=pq.read_metadata(src).num_rows)
         res = find_duplicates(  # no reference kept here: find_duplicates frees the text early
             pl.read_parquet(src, columns=[c for c in needed_columns(d) if c in names]),
             d,
             advance=lambda k: bar.advance(task, k),
+            index=index,
         )
     write_outputs(io.table(INPUT), res, io)
+    write_index(io.table(INPUT, columns=[*ix.ITEM_COLUMNS, *d.fields]), res, d, io)
     extra = {
         "bands": {"bands": d.bands, "rows": d.rows, "threshold": d.threshold},
         "dedup_config": d.model_dump(),  # what tune needs to read the edges
@@ -114,6 +156,19 @@ def write_outputs(table: pa.Table, res: DedupResult, io: StageIO, chunk: int = 1
         io.write(name, frame.to_arrow().cast(schema))
 
 
+def write_index(table: pa.Table, res: DedupResult, d: DedupConfig, io: StageIO) -> None:
+    """index/: the kept items' text, signatures and band keys, for later runs (index.py)."""
+    step = ix.PART_ROWS
+
+    def parts() -> Iterator[pa.Table]:
+        for s in range(0, max(len(res.kept_rows), 1), step):
+            rows = pa.array(res.kept_rows[s : s + step], pa.int64())
+            sig, sh = res.kept_sig[s : s + step], res.kept_shingles[s : s + step]
+            yield ix.index_table(table.take(rows), sig, sh, d)
+
+    io.write_tree("index", lambda tmp: ix.write_parts(tmp, parts(), io.meta))
+
+
 def print_summary(m: dict[str, Any] | None) -> None:
     """Counts by kind, the banding S-curve at the threshold, and oversized buckets."""
     if not m:
@@ -129,6 +184,9 @@ def print_summary(m: dict[str, Any] | None) -> None:
         ("removed: same id", "removed_same_id"),
         ("removed: same content", "removed_same_content"),
         ("removed: near duplicate", "removed_near"),
+        ("removed: same id as an indexed item", "removed_same_id_indexed"),
+        ("removed: same content as an indexed item", "removed_same_content_indexed"),
+        ("removed: near an indexed item", "removed_near_indexed"),
         ("clusters (size >= 2)", "clusters"),
         ("components holding them", "components"),
         ("kept pairs >= threshold (found)", "kept_pairs_above_threshold"),
@@ -140,7 +198,8 @@ def print_summary(m: dict[str, Any] | None) -> None:
         ("  pairs compared in them", "oversized_pairs_compared"),
         ("  skipped (over max_bucket)", "oversized_skipped"),
     ):
-        t.add_row(label, str(c.get(key, 0)))
+        if key in c or not key.endswith("_indexed"):
+            t.add_row(label, str(c.get(key, 0)))
     console.print(t)
     if band:
         b, r, th = band["bands"], band["rows"], band["threshold"]
@@ -153,6 +212,12 @@ def print_summary(m: dict[str, Any] | None) -> None:
             f"[yellow]dedup: {c['oversized_skipped']} bucket(s) over max_bucket were skipped: "
             f"up to {c['oversized_skipped_pairs']} pairs unverified (recall may be lost; "
             "raise dedup.max_bucket)"
+        )
+    if "index_items" in c:
+        console.print(
+            f"dedup: matched against {c['index_items']} indexed items of earlier runs: "
+            f"{c['index_candidate_pairs']} candidate pairs, {c['index_keepers']} indexed "
+            f"items are keepers, {c['index_oversized_skipped']} index buckets skipped"
         )
     console.print(
         f"dedup: {c['items_in']} items -> {c['kept']} kept, {c['removed']} removed "

@@ -114,10 +114,27 @@ def funnel(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
             "near": "near-duplicate",
             "same_content": "exact duplicate (same content)",
             "same_id": "exact duplicate (same id)",
+            "near_indexed": "near-duplicate of an earlier run's item",
+            "same_content_indexed": "exact duplicate of an earlier run's item (same content)",
+            "same_id_indexed": "exact duplicate of an earlier run's item (same id)",
         }
         for r in counts(rem, "kind"):
             reasons.append(
                 {"stage": "dedup", "reason": names.get(r["value"], r["value"]), "items": r["items"]}
+            )
+    if "decontaminate" in manifests:
+        xc = manifests["decontaminate"]["counts"]
+        stages.append({"stage": "decontaminate", "in": xc["items_in"], "out": xc["kept"]})
+        rem = pl.read_parquet(
+            run_dir / "decontaminate" / "removed.parquet", columns=["benchmark_source"]
+        )
+        for r in counts(rem, "benchmark_source"):
+            reasons.append(
+                {
+                    "stage": "decontaminate",
+                    "reason": f"duplicates an item of benchmark {r['value']}",
+                    "items": r["items"],
+                }
             )
     sh = run_dir / "shapes"
     if "shapes" in manifests and (sh / "kept.parquet").exists():

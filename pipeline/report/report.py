@@ -122,7 +122,9 @@ def build(
     window: the config's shapes.window, used for the spread row only when the shapes manifest
     does not record the window the stage ran with."""
     manifests = {
-        s: m for s in ("ingest", "filter", "dedup", "shapes") if (m := read_manifest(run_dir / s))
+        s: m
+        for s in ("ingest", "filter", "dedup", "decontaminate", "shapes")
+        if (m := read_manifest(run_dir / s))
     }
     for s in ("ingest", "filter", "dedup"):
         if s not in manifests:

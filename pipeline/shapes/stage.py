@@ -1,4 +1,4 @@
-"""The shapes stage: dedup/kept.parquet -> shapes.parquet, kept / removed, by edit shape.
+"""The shapes stage: decontaminate/kept.parquet -> shapes.parquet, kept / removed, by edit shape.
 
 Two items have the same edit shape when the lines their before -> after diff removes and adds
 are equal after normalisation (normalise.py). Such items (version bumps, pinned SHA bumps, one
@@ -9,11 +9,13 @@ together they can still blow up a training step, and split apart they leak. Grou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 from rich.markup import escape
 from rich.table import Table
 
@@ -24,7 +26,7 @@ from pipeline.shapes.group import SCOPES, ShapesResult, find_shapes
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
 
-INPUT = "dedup/kept.parquet"
+INPUT = "decontaminate/kept.parquet"
 SHAPES_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -56,15 +58,38 @@ def _arrow(df: pl.DataFrame) -> pa.Table:
     return df.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
+# What shapes are computed from (text and counts, and the ranks cap and spread order by);
+# the other columns are streamed from the input into the outputs.
+NEEDED = (
+    "id",
+    "source",
+    "source_ref",
+    "repo",
+    "change",
+    "path",
+    "before",
+    "after",
+    "context",
+    "comment",
+    "lines_removed",
+    "lines_added",
+    "created_at",
+    "author_is_bot",
+)
+BATCH = 50_000
+
+
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     s = cfg.shapes
-    table = io.table(INPUT)
+    src = pq.ParquetFile(io.input(INPUT))
+    cols = [c for c in NEEDED if c in src.schema_arrow.names]
     with io.progress() as bar:
         task = bar.add_task("shapes: line diffs", total=1)
-        # a pa.Table always converts to a DataFrame (pyarrow is untyped, so the overload can't tell)
-        res = find_shapes(cast(pl.DataFrame, pl.from_arrow(table)), s, list(cfg.dedup.keeper))
+        frame = pl.read_parquet(io.input(INPUT), columns=cols)
+        res = find_shapes(frame, s, list(cfg.dedup.keeper))
+        del frame
         bar.advance(task, 1)
-    write_outputs(table, res, s, io)
+    write_outputs(src, res, s, io)
     extra = {
         "policy": s.policy,
         "scope": s.scope,
@@ -75,25 +100,46 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     return res.counts, extra
 
 
-def write_outputs(table: pa.Table, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
-    """kept (input order, or batch_order for spread), removed (input order), shapes."""
-    n = table.num_rows
-    keep = np.setdiff1d(np.arange(n, dtype=np.int64), res.removed["_row"].to_numpy())
-    kept = table
+def write_outputs(src: pq.ParquetFile, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
+    """kept (input order, or batch_order for spread), removed (input order), shapes; the input
+    is streamed a batch at a time (spread, which reorders every row, reads it whole)."""
+    n = src.metadata.num_rows
+    gone = np.zeros(n, dtype=bool)
+    gone[res.removed["_row"].to_numpy()] = True
+    removed = res.removed.sort("_row")
+    kept_schema = rem_schema = src.schema_arrow
     if s.policy == "annotate":
         for c in res.annotations.columns[1:]:
-            kept = kept.append_column(c, res.annotations[c].to_arrow())
-    if s.policy == "spread":
+            kept_schema = kept_schema.append(pa.field(c, res.annotations[c].to_arrow().type))
+    for name, typ in REMOVED_EXTRA:
+        rem_schema = rem_schema.append(pa.field(name, typ))
+    spread = s.policy == "spread"
+    with ExitStack() as stack:
+        kept = None if spread else stack.enter_context(io.sink("kept.parquet", kept_schema))
+        rem = stack.enter_context(io.sink("removed.parquet", rem_schema))
+        at = done = 0
+        for batch in src.iter_batches(batch_size=BATCH):
+            t = pa.Table.from_batches([batch])
+            here = gone[at : at + t.num_rows]
+            if kept is not None:
+                if s.policy == "annotate":
+                    part = res.annotations.slice(at, t.num_rows)
+                    for c in part.columns[1:]:
+                        t = t.append_column(c, part[c].to_arrow())
+                keep = np.flatnonzero(~here)
+                kept.write_table(t.take(pa.array(keep, pa.int64())).cast(kept_schema))
+            out = pa.Table.from_batches([batch]).take(pa.array(np.flatnonzero(here), pa.int64()))
+            extra = removed.slice(done, out.num_rows)
+            out = out.append_column("reason", pa.array(["edit_shape"] * out.num_rows, pa.string()))
+            for name, typ in REMOVED_EXTRA[1:]:
+                out = out.append_column(name, extra[name].to_arrow().cast(typ))
+            rem.write_table(out.cast(rem_schema))
+            at, done = at + batch.num_rows, done + out.num_rows
+    if spread:
         order = res.batch_order
         assert order is not None, "find_shapes sets batch_order under policy 'spread'"
-        kept = kept.append_column("batch_order", pa.array(order, pa.int64()))
-        keep = np.argsort(order, kind="stable")
-    io.write("kept.parquet", kept.take(pa.array(keep, pa.int64())))
-    rem = table.take(pa.array(res.removed["_row"].to_numpy(), pa.int64()))
-    rem = rem.append_column("reason", pa.array(["edit_shape"] * rem.num_rows, pa.string()))
-    for name, typ in REMOVED_EXTRA[1:]:
-        rem = rem.append_column(name, res.removed[name].to_arrow().cast(typ))
-    io.write("removed.parquet", rem)
+        whole = src.read().append_column("batch_order", pa.array(order, pa.int64()))
+        io.write("kept.parquet", whole.take(pa.array(np.argsort(order, kind="stable"))))
     io.write("shapes.parquet", _arrow(res.shapes.drop("_row")).cast(SHAPES_SCHEMA))
 
 

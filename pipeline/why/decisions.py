@@ -22,6 +22,7 @@ from pipeline.why.lookup import (
 )
 
 AUX = ("dedup/clusters", "shapes/shapes")  # keyed by id alone
+BENCH = ["benchmark_source", "benchmark_ref", "j", "kind"]  # decontaminate/removed
 Key = tuple[str, str, str]
 
 
@@ -81,6 +82,8 @@ def explain(run_dir: Path, queries: list[str]) -> list[dict[str, Any]]:
             ["id", "cluster_id", "size", "component_id", "is_keeper", "keeper_id", "j_to_keeper"]
             + ["kind", "exact_of"],
         ),
+        "decontaminate/kept": rows_of("decontaminate", "kept", ROW_KEY),
+        "decontaminate/removed": rows_of("decontaminate", "removed", [*ROW_KEY, *BENCH]),
         "shapes/kept": rows_of("shapes", "kept", [*ROW_KEY, "batch_order"]),
         "shapes/removed": rows_of(
             "shapes", "removed", [*ROW_KEY, "reason", "scope", "group_id", "keeper_id"]
@@ -153,6 +156,8 @@ def _trail(
     stopped: str | None = None  # the stage the row left the pipeline at, or did not reach
     outcome = ""
     for st in STAGES:
+        if st == "decontaminate" and states[st] == "not run":
+            continue  # a run made before the stage existed
         if stopped is not None:
             stages[st] = {"status": "not reached", "stopped_at": stopped}
             continue
@@ -180,6 +185,16 @@ def _trail(
                 x = t["dedup/removed"][key]
                 d = {"status": "removed", **{k: x.get(k) for k in ("kind", "keeper_id", "j")}}
                 outcome = f"removed by dedup ({x.get('kind')} duplicate of {x.get('keeper_id')})"
+        elif st == "decontaminate":
+            if key in t["decontaminate/kept"]:
+                d, outcome = {"status": "kept"}, "kept by decontaminate"
+            elif key in t["decontaminate/removed"]:
+                x = t["decontaminate/removed"][key]
+                d = {"status": "removed", **{k: x.get(k) for k in BENCH}}
+                outcome = (
+                    f"removed by decontaminate ({x.get('kind')} of benchmark "
+                    f"{x.get('benchmark_source')} {x.get('benchmark_ref')})"
+                )
         elif st == "shapes":
             if key in t["shapes/kept"]:
                 d, outcome = {"status": "kept"}, "kept by shapes"

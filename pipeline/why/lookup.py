@@ -10,7 +10,8 @@ import polars as pl
 
 from pipeline.runs import read_manifest
 
-STAGES = ("ingest", "filter", "dedup", "shapes", "export")
+# decontaminate is shown only where a run has it (runs made before it existed do not)
+STAGES = ("ingest", "filter", "dedup", "decontaminate", "shapes", "export")
 SPLITS = ("train", "validation", "test")
 MIN_PREFIX = 8  # shortest id prefix accepted
 ROW_KEY = ["id", "source", "source_ref"]
@@ -84,6 +85,7 @@ def _universe(run_dir: Path) -> list[pl.LazyFrame]:
     names: dict[str, tuple[str, ...]] = {
         "filter": ("kept", "rejected"),
         "dedup": ("kept", "removed"),
+        "decontaminate": ("kept", "removed"),
         "shapes": ("kept", "removed"),
         "export": SPLITS,
     }

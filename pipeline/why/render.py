@@ -95,7 +95,8 @@ def _render_one(r: dict[str, Any]) -> list[Text]:
             _line((f"  {n}", "bold"), f" from {refs}", (f"  -> {group[0]['outcome']}", "bold"))
         )
         for st in STAGES:
-            lines.append(_line(f"    {st:<7} ", *_stage_text(st, group[0]["stages"][st])))
+            if st in group[0]["stages"]:  # decontaminate: only where the run has it
+                lines.append(_line(f"    {st:<7} ", *_stage_text(st, group[0]["stages"][st])))
     reached = {
         st for row in rows for st, d in row["stages"].items() if d["status"] != "not reached"
     }
@@ -128,6 +129,12 @@ def _stage_text(st: str, d: dict[str, Any]) -> list[Part]:
         parts += [
             f": {d.get('kind')} duplicate of ",
             (str(d.get("keeper_id")), "cyan"),
+            f" (exact J {_j(d.get('j'))})",
+        ]
+    elif st == "decontaminate" and s == "removed":
+        parts += [
+            f": {d.get('kind')} of benchmark item ",
+            (f"{d.get('benchmark_source')} {d.get('benchmark_ref')}", "cyan"),
             f" (exact J {_j(d.get('j'))})",
         ]
     elif st == "shapes":

@@ -1,0 +1,302 @@
+"""The index new items are matched against: an earlier run's dedup index, or a benchmark.
+
+On disk, `dedup/index/` is a folder of Parquet parts (`part-00000.parquet`, ..., at most
+PART_ROWS rows each, row groups of GROUP_ROWS) with one row per item that run's dedup kept:
+
+    id, source, source_ref   the item
+    <dedup.fields>           the text of every shingled field, as the item holds it
+    shingles                 int32: the size of its shingle set (0: never a candidate)
+    signature                fixed_size_list<uint32>[num_perm]: its MinHash signature
+    band_keys                fixed_size_list<uint64>[bands]: its LSH band hashes
+
+The shingling parameters (fields, shingle, ngram, num_perm, seed, bands, rows) are the
+`dedup_config` of that run's dedup manifest; a run matching against it must use the same ones
+(a config error otherwise), as only then are signatures and band keys comparable.
+
+Matching (`match`) keeps only ids, band keys and shingle counts resident. Per band, a hash
+join of the new items' band keys with the indexed ones gives the shared buckets; a bucket
+holding more than bucket_cap indexed items is scanned on signatures (estimated J >= threshold
+- 0.1, each pair only in the first band it shares), as dedup scans its own big buckets, and
+only the signatures of those buckets' rows are read; one over max_bucket is skipped and
+counted. Every candidate is verified with exact Jaccard, as dedup verifies its own: the stored
+text of the indexed rows in a candidate pair is re-shingled (text, not shingle hashes: it
+also tells the same content from J = 1, same tokens with other whitespace, and shows a reader
+what matched). Nothing else of the indexed run is read or recomputed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numba as nb
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.config import DedupConfig
+from pipeline.dedup.clusters import exact_jaccard_cross
+from pipeline.dedup.lsh import band_keys, min_equal_slots, scan_cross, scan_floor
+from pipeline.dedup.minhash import permutations, signatures
+from pipeline.dedup.shingles import shingle_sets
+from pipeline.runs import parquet_sink
+
+PART_ROWS = 100_000
+GROUP_ROWS = 16_384
+# What must agree between an index and the items matched against it.
+SHINGLING = ("fields", "shingle", "ngram", "num_perm", "seed", "bands", "rows")
+ITEM_COLUMNS = ["id", "source", "source_ref"]
+
+
+def index_schema(d: DedupConfig) -> pa.Schema:
+    return pa.schema(
+        [
+            *((c, pa.string()) for c in ITEM_COLUMNS),
+            *((f, pa.string()) for f in d.fields),
+            ("shingles", pa.int32()),
+            ("signature", pa.list_(pa.uint32(), d.num_perm)),
+            ("band_keys", pa.list_(pa.uint64(), d.bands)),
+        ]
+    )
+
+
+def shingle_and_sign(
+    text: pl.DataFrame,
+    rows: np.ndarray,
+    d: DedupConfig,
+    advance: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR shingle sets (offsets, values) and MinHash signatures of text's rows `rows`
+    (text: one column per field of d.fields), batch by batch."""
+    fields = list(d.fields)
+    a_perm, b_perm = permutations(d.num_perm, d.seed)
+    sig = np.empty((len(rows), d.num_perm), dtype=np.uint32)
+    offs_parts, val_parts, shift = [np.zeros(1, np.int64)], [], 0
+    for s in range(0, len(rows), d.batch_size):
+        sel = pl.Series(rows[s : s + d.batch_size])
+        offs, vals = shingle_sets(
+            [text[f].gather(sel).to_arrow() for f in fields], fields, d.ngram, d.shingle
+        )
+        sig[s : s + len(sel)] = signatures(offs, vals, a_perm, b_perm)
+        offs_parts.append(offs[1:] + shift)
+        val_parts.append(vals)
+        shift += len(vals)
+        if advance:
+            advance(len(sel))
+    values = np.concatenate(val_parts) if val_parts else np.empty(0, np.uint32)
+    return np.concatenate(offs_parts), values, sig
+
+
+def index_table(items: pa.Table, sig: np.ndarray, shingles: np.ndarray, d: DedupConfig) -> pa.Table:
+    """Index rows of `items` (ITEM_COLUMNS and d.fields) with their signatures."""
+    n = items.num_rows
+    keys = band_keys(sig, np.arange(n, dtype=np.int64), 0, d.bands, d.rows).T
+    cols = [items[c].cast(pa.string()) for c in (*ITEM_COLUMNS, *d.fields)]
+    cols += [
+        pa.array(shingles, pa.int32()),
+        pa.FixedSizeListArray.from_arrays(pa.array(sig.reshape(-1), pa.uint32()), d.num_perm),
+        pa.FixedSizeListArray.from_arrays(pa.array(keys.reshape(-1), pa.uint64()), d.bands),
+    ]
+    return pa.Table.from_arrays(cols, schema=index_schema(d))
+
+
+def write_parts(dest: Path, parts: Iterable[pa.Table], meta: dict[str, str]) -> None:
+    """Index parts into folder `dest` (at least one part, so an empty index has a schema)."""
+    dest.mkdir(parents=True)
+    for k, t in enumerate(parts):
+        with parquet_sink(dest / f"part-{k:05d}.parquet", t.schema, meta) as w:
+            for s in range(0, max(t.num_rows, 1), GROUP_ROWS):
+                w.write_table(t.slice(s, GROUP_ROWS))
+
+
+def _matrix(col: pa.ChunkedArray | pa.Array, width: int, dtype: Any) -> np.ndarray:
+    """A fixed_size_list column as a (rows, width) array."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    flat = arr.flatten().to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(flat, dtype=dtype).reshape(-1, width)
+
+
+@dataclass
+class Index:
+    """Items to match against. Resident: ids, shingle counts, band keys of shingled rows;
+    signatures and text are read by row when a match needs them."""
+
+    ids: pl.Series  # per row, rows numbered across parts in order
+    shingles: np.ndarray  # int32 per row
+    lsh_rows: np.ndarray  # int64: the rows with shingles (the only ones banded)
+    keys: np.ndarray  # uint64[bands, len(lsh_rows)]: band keys of lsh_rows, one band per row
+    parts: list[pa.Table | Path]
+    starts: np.ndarray  # int64[len(parts) + 1]: first row of each part
+    fields: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def of(cls, tables: list[pa.Table | Path], d: DedupConfig) -> Index:
+        cols = ["id", "shingles", "band_keys"]
+        heads = [
+            t.select(cols) if isinstance(t, pa.Table) else pq.read_table(t, columns=cols)
+            for t in tables
+        ]
+        head = pa.concat_tables(heads) if heads else index_schema(d).empty_table().select(cols)
+        shingles = head["shingles"].to_numpy().astype(np.int32)
+        lsh_rows = np.flatnonzero(shingles > 0).astype(np.int64)
+        keys = _matrix(head["band_keys"], d.bands, np.uint64)[lsh_rows].T.copy()
+        starts = np.zeros(len(heads) + 1, dtype=np.int64)
+        np.cumsum([h.num_rows for h in heads], out=starts[1:])
+        ids = pl.Series("id", head["id"].combine_chunks().cast(pa.large_string()))
+        return cls(ids, shingles, lsh_rows, keys, list(tables), starts, list(d.fields))
+
+    def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
+        """Columns of the given rows (sorted, unique), part by part, row group by group."""
+        out = []
+        for p, part in enumerate(self.parts):
+            lo, hi = self.starts[p], self.starts[p + 1]
+            sel = rows[(rows >= lo) & (rows < hi)] - lo
+            if not len(sel):
+                continue
+            if isinstance(part, pa.Table):
+                out.append(part.select(columns).take(pa.array(sel)))
+                continue
+            pf = pq.ParquetFile(part)
+            g0 = 0
+            for g in range(pf.num_row_groups):
+                n = pf.metadata.row_group(g).num_rows
+                s = sel[(sel >= g0) & (sel < g0 + n)] - g0
+                if len(s):
+                    out.append(pf.read_row_group(g, columns=columns).take(pa.array(s)))
+                g0 += n
+        if not out:
+            return pa.table({c: pa.array([], pa.string()) for c in columns})
+        return pa.concat_tables(out)
+
+    def signatures(self, rows: np.ndarray, num_perm: int) -> np.ndarray:
+        return _matrix(self.take(rows, ["signature"])["signature"], num_perm, np.uint32)
+
+
+def load(dirs: list[Path], d: DedupConfig) -> Index:
+    """The indexes of earlier runs' dedup stages (folders of parts), as one Index."""
+    parts: list[pa.Table | Path] = []
+    for run in dirs:
+        parts += sorted((run / "dedup" / "index").glob("part-*.parquet"))
+    return Index.of(parts, d)
+
+
+@dataclass
+class Matches:
+    q: np.ndarray  # query item (a row of the query signatures)
+    r: np.ndarray  # index row
+    j: np.ndarray  # exact Jaccard, >= threshold
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _buckets(index: Index, qkeys: np.ndarray, eligible: np.ndarray, cap: int) -> tuple:
+    """Per band: (query, index row) pairs of shared buckets holding at most `cap` indexed
+    items, and the bigger ones as (band, index rows, query items)."""
+    small, big = [], []
+    for b in range(qkeys.shape[0]):
+        q = pl.DataFrame({"key": qkeys[b], "q": eligible})
+        hit = pl.DataFrame({"key": index.keys[b], "r": index.lsh_rows}).join(
+            q.select("key").unique(), on="key", how="semi"
+        )
+        if not hit.height:
+            continue
+        size = hit.group_by("key").len()
+        few = hit.join(size.filter(pl.col("len") <= cap).select("key"), on="key")
+        pairs = few.join(q, on="key").select("q", "r")
+        small.append(
+            (pairs["q"].to_numpy().astype(np.uint64) << np.uint64(32))
+            | pairs["r"].to_numpy().astype(np.uint64)
+        )
+        many = size.filter(pl.col("len") > cap).select("key")
+        if many.height:
+            rs = hit.join(many, on="key").group_by("key").agg(pl.col("r").sort())
+            qs = q.join(many, on="key").group_by("key").agg(pl.col("q").sort())
+            for _, r, qq in rs.join(qs, on="key").sort("key").iter_rows():
+                big.append((b, np.array(r, np.int64), np.array(qq, np.int64)))
+    return small, big
+
+
+def match(
+    index: Index,
+    sig: np.ndarray,
+    offsets: np.ndarray,
+    values: np.ndarray,
+    eligible: np.ndarray,
+    d: DedupConfig,
+) -> Matches:
+    """Verified pairs (query item, index row) at or above d.threshold: query items are the
+    rows `eligible` of sig (with their CSR shingle sets offsets/values)."""
+    empty = np.empty(0, np.int64)
+    counts = {"candidate_pairs": 0, "oversized_buckets": 0, "oversized_pairs_compared": 0}
+    counts |= {"oversized_skipped": 0, "oversized_skipped_pairs": 0}
+    if not len(eligible) or not len(index.lsh_rows):
+        return Matches(empty, empty, np.empty(0), counts)
+    eligible = np.ascontiguousarray(eligible, dtype=np.int64)
+    qkeys = band_keys(sig, eligible, 0, d.bands, d.rows)
+    small, big = _buckets(index, qkeys, eligible, d.bucket_cap)
+    scan = [(b, r, q) for b, r, q in big if len(r) <= d.max_bucket]
+    skipped = [(len(r), len(q)) for _, r, q in big if len(r) > d.max_bucket]
+    counts["oversized_buckets"] = len(big)
+    counts["oversized_skipped"] = len(skipped)
+    counts["oversized_skipped_pairs"] = int(sum(a * b for a, b in skipped))
+    found = []
+    if scan:
+        rows = np.unique(np.concatenate([r for _, r, _ in scan]))
+        si = index.signatures(rows, d.num_perm)
+        need = min_equal_slots(scan_floor(d.threshold), d.num_perm)
+
+        def one(item: tuple[int, np.ndarray, np.ndarray]) -> tuple[np.ndarray, int]:
+            b, r, q = item
+            local = np.searchsorted(rows, r)
+            pairs, compared = scan_cross(sig, q, si, local, b, d.rows, need)
+            qq, y = pairs >> np.uint64(32), pairs & np.uint64(0xFFFFFFFF)
+            return (qq << np.uint64(32)) | r[y.astype(np.int64)].astype(np.uint64), compared
+
+        with ThreadPoolExecutor(max(1, nb.get_num_threads())) as ex:
+            scanned = list(ex.map(one, scan))
+        found = [p for p, _ in scanned]
+        counts["oversized_pairs_compared"] = int(sum(c for _, c in scanned))
+    codes = np.unique(np.concatenate([*small, *found, np.empty(0, np.uint64)]))
+    q = (codes >> np.uint64(32)).astype(np.int64)
+    r = (codes & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    counts["candidate_pairs"] = len(codes)
+    if not len(codes):
+        return Matches(empty, empty, np.empty(0), counts)
+    rows, local = np.unique(r, return_inverse=True)
+    text = index.take(rows, list(d.fields))
+    io, iv = shingle_sets([text[f] for f in d.fields], list(d.fields), d.ngram, d.shingle)
+    j = exact_jaccard_cross(offsets, values, io, iv, q, local.astype(np.int64))
+    ok = j >= d.threshold
+    return Matches(q[ok], r[ok], j[ok], counts)
+
+
+def best(m: Matches, nq: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query item 0..nq-1: its closest index row (highest J, then the first row), or -1,
+    and that J."""
+    row = np.full(nq, -1, dtype=np.int64)
+    jj = np.zeros(nq, dtype=np.float64)
+    order = np.lexsort((m.r, -m.j, m.q))  # by query, best first
+    q, first = np.unique(m.q[order], return_index=True)
+    row[q] = m.r[order][first]
+    jj[q] = m.j[order][first]
+    return row, jj
+
+
+def same_text(index: Index, rows: np.ndarray, text: pl.DataFrame) -> np.ndarray:
+    """Whether text's row k (one column per field) equals index row rows[k] in every field."""
+    if not len(rows):
+        return np.zeros(0, dtype=bool)
+    u, inv = np.unique(rows, return_inverse=True)
+    theirs = index.take(u, index.fields).take(pa.array(inv))
+    eq = np.ones(len(rows), dtype=bool)
+    for f in index.fields:
+        mine = text[f].fill_null("")
+        other = pl.Series(theirs[f].combine_chunks().cast(pa.large_string())).fill_null("")
+        eq &= (mine == other).to_numpy()
+    return eq

@@ -1,0 +1,81 @@
+"""Executors run a map stage's batches: `local` in this process, `ray` on Ray Data.
+
+Both hand their results to the same `Writer`, which re-chunks every output into row groups of
+exactly the stage's batch size, so the Parquet files are byte-identical whichever executor
+ran (and however Ray split the input into blocks). Whole-stage `step`s run in the driver.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from pipeline.runs import StageFailed
+from pipeline.stage import Output, resolve
+
+if TYPE_CHECKING:
+    from pipeline.config import Config
+    from pipeline.runner import StageIO
+    from pipeline.stage import Stage
+
+DEFAULT_BATCH = 65_536
+
+
+def batch_size(stage: Stage, cfg: Config) -> int:
+    return stage.batch_size(cfg) if stage.batch_size else DEFAULT_BATCH
+
+
+def merge(total: dict[Any, Any], part: dict[Any, Any]) -> None:
+    """Sum `part` into `total`: numbers add, dicts merge recursively."""
+    for k, v in part.items():
+        if isinstance(v, dict):
+            merge(total.setdefault(k, {}), v)
+        else:
+            total[k] = total.get(k, 0) + v
+
+
+def output_schema(out: Output, in_schema: pa.Schema) -> pa.Schema:
+    want = resolve(out.schema) if isinstance(out.schema, str) else out.schema
+    if callable(want) and not isinstance(want, pa.Schema):
+        want = want(in_schema)
+    if want is None:
+        raise StageFailed(f"output {out.name}: a map stage must declare its schema")
+    return want
+
+
+class Writer:
+    """The map outputs of a stage, written through the runner's atomic sinks in row groups
+    of exactly `size` rows, and their counts summed."""
+
+    def __init__(self, stage: Stage, io: StageIO, in_schema: pa.Schema, size: int, stack: Any):
+        self.size = size
+        self.schemas = {
+            o.name: output_schema(o, in_schema) for o in stage.writes if o.name.endswith(".parquet")
+        }
+        self.sinks = {n: stack.enter_context(io.sink(n, s)) for n, s in self.schemas.items()}
+        self.pending: dict[str, list[pa.Table]] = {n: [] for n in self.schemas}
+        self.rows = dict.fromkeys(self.schemas, 0)
+        self.totals: dict[Any, Any] = {}
+
+    def add(self, outs: dict[str, Any], counts: dict[str, Any]) -> None:
+        for name, b in outs.items():
+            t = pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
+            self.pending[name].append(t.cast(self.schemas[name]))  # the declared schema
+            self.rows[name] += t.num_rows
+            while self.rows[name] >= self.size:
+                self._write(name, self.size)
+        merge(self.totals, counts)
+
+    def _write(self, name: str, n: int) -> None:
+        whole = pa.concat_tables(self.pending[name])
+        self.sinks[name].write_table(whole.slice(0, n), row_group_size=max(n, 1))
+        rest = whole.slice(n)
+        self.pending[name] = [rest] if rest.num_rows else []
+        self.rows[name] = rest.num_rows
+
+    def close(self) -> dict[Any, Any]:
+        for name in self.schemas:
+            if self.rows[name]:
+                self._write(name, self.rows[name])
+        return self.totals

@@ -1,0 +1,126 @@
+"""The dedup index (pipeline/dedup/index.py): matches against brute-force exact Jaccard."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from pipeline.config import DedupConfig
+from pipeline.dedup import index as ix
+from pipeline.dedup.lsh import scan_cross
+from pipeline.dedup.shingles import item_shingles
+from tests.test_dedup_incremental import code, near_twin
+
+FIELDS = ["before", "after"]
+
+
+def items(n: int, seed: int, family: int = 0) -> list[dict]:
+    """n items; the first `family` are near twins of one another (one template)."""
+    rng = random.Random(seed)
+    base = {"before": code(rng, 12), "after": code(rng, 12)}
+    out = []
+    for k in range(n):
+        it = {"before": code(rng, 12), "after": code(rng, 12)}
+        if k < family:
+            it = {**base, "after": base["after"] + f"\nextra_{k} = {k}"}
+        out.append({"id": f"{seed}-{k}", "source": "s", "source_ref": f"row {k}", **it})
+    return out
+
+
+def frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame(rows)
+
+
+def build(rows: list[dict], d: DedupConfig) -> ix.Index:
+    f = frame(rows)
+    offsets, _, sig = ix.shingle_and_sign(f, np.arange(f.height), d)
+    return ix.Index.of([ix.index_table(f.to_arrow(), sig, np.diff(offsets), d)], d)
+
+
+def query(rows: list[dict], index: ix.Index, d: DedupConfig) -> tuple[set, dict]:
+    f = frame(rows)
+    offsets, values, sig = ix.shingle_and_sign(f, np.arange(f.height), d)
+    m = ix.match(index, sig, offsets, values, np.flatnonzero(np.diff(offsets) > 0), d)
+    got = zip(m.q, m.r, m.j, strict=True)
+    return {(int(q), int(r), round(float(j), 9)) for q, r, j in got}, m.counts
+
+
+def brute(queries: list[dict], indexed: list[dict], t: float) -> set:
+    sets = [item_shingles(x, FIELDS, 5) for x in indexed]
+    out = set()
+    for q, x in enumerate(queries):
+        a = item_shingles(x, FIELDS, 5)
+        for r, b in enumerate(sets):
+            j = len(a & b) / len(a | b)
+            if j >= t:
+                out.add((q, r, round(j, 9)))
+    return out
+
+
+def corpus():
+    indexed = items(60, seed=1, family=30)  # a templated family: one big bucket per band
+    queries = items(20, seed=2)
+    queries += [{**near_twin(x, str(k)), "id": f"t{k}"} for k, x in enumerate(indexed[25:45:2])]
+    queries += [dict(indexed[3], id="copy")]
+    return indexed, queries
+
+
+def test_matches_are_exactly_the_pairs_at_or_above_the_threshold():
+    indexed, queries = corpus()
+    truth = brute(queries, indexed, 0.8)
+    assert len(truth) > 30  # twins of family members match the whole family
+    for cap in (1000, 2):  # the family's buckets: expanded, or scanned on signatures
+        d = DedupConfig(bucket_cap=cap)
+        got, counts = query(queries, build(indexed, d), d)
+        assert got == truth
+        assert (counts["oversized_buckets"] > 0) == (cap == 2)
+        assert counts["oversized_skipped"] == 0
+    d = DedupConfig(bucket_cap=2, max_bucket=2)  # skipped, and counted, never silently
+    got, counts = query(queries, build(indexed, d), d)
+    assert got < truth and counts["oversized_skipped"] > 0
+    assert counts["oversized_skipped_pairs"] >= len(truth - got)
+
+
+def test_the_index_on_disk_reads_back_row_by_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(ix, "GROUP_ROWS", 7)  # several row groups per part
+    indexed, queries = corpus()
+    d = DedupConfig()
+    t = build(indexed, d).parts[0]
+    assert isinstance(t, pa.Table)
+    ix.write_parts(tmp_path / "a", [t.slice(0, 25)], {})
+    ix.write_parts(tmp_path / "b", [t.slice(25)], {})
+    disk = ix.Index.of(
+        [tmp_path / "a" / "part-00000.parquet", tmp_path / "b" / "part-00000.parquet"], d
+    )
+    rows = np.array([0, 6, 7, 24, 25, 31, 59])
+    assert disk.take(rows, ["id", "before"]).to_pylist() == [
+        {"id": indexed[r]["id"], "before": indexed[r]["before"]} for r in rows
+    ]
+    assert np.array_equal(
+        disk.signatures(rows, d.num_perm), build(indexed, d).signatures(rows, 256)
+    )
+    assert query(queries, disk, d)[0] == brute(queries, indexed, 0.8)
+
+
+def test_best_picks_the_highest_j_then_the_first_row_and_same_text_compares_fields():
+    m = ix.Matches(np.array([0, 0, 0, 2]), np.array([5, 3, 4, 1]), np.array([0.9, 0.95, 0.95, 1.0]))
+    row, j = ix.best(m, 3)
+    assert row.tolist() == [3, -1, 1] and j.tolist() == [0.95, 0.0, 1.0]
+    indexed = items(3, seed=4)
+    index = build(indexed, DedupConfig())
+    mine = frame([indexed[2], {**indexed[0], "after": indexed[0]["after"] + " "}]).select(FIELDS)
+    assert ix.same_text(index, np.array([2, 0]), mine).tolist() == [True, False]
+
+
+def test_scan_cross_is_a_brute_force_comparison_of_signatures():
+    rng = np.random.default_rng(0)
+    sq = rng.integers(0, 4, size=(6, 16), dtype=np.uint32)
+    si = rng.integers(0, 4, size=(5, 16), dtype=np.uint32)
+    qs, rs = np.array([0, 2, 5]), np.array([1, 3, 4])
+    pairs, compared = scan_cross(sq, qs, si, rs, 0, 4, 6)
+    got = {(int(p >> 32), int(rs[p & 0xFFFFFFFF])) for p in pairs}
+    want = {(q, r) for q in qs for r in rs if (sq[q] == si[r]).sum() >= 6}
+    assert got == want and compared == 9
