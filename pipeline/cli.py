@@ -362,37 +362,34 @@ def why(
 
 @app.command("smoke-train")
 def smoke_train(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder with a finished shapes stage")],
-    model: Annotated[str, typer.Option(help="Local HF checkpoint folder; default: tiny.")] = "",
-    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 2e-4,
+    run_dir: Annotated[Path, typer.Argument(help="A run folder with a finished export stage")],
+    model: Annotated[str, typer.Option(help="HF checkpoint folder or config:tiny|0.5b.")] = "",
+    lr: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 2e-4,
     micro_batch: Annotated[int, typer.Option(help="Items per micro-batch.")] = 1,
     grad_accum: Annotated[int, typer.Option(help="Micro-batches per step.")] = 16,
     max_len: Annotated[int, typer.Option(help="Tokens per item after truncation.")] = 1024,
-    seed: Annotated[int, typer.Option(help="Seed of init and order.")] = 0,
-    probe_batch: Annotated[int, typer.Option(help="K > 0: bisect non-finite K-batches.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of init and training order.")] = 0,
+    schedule: Annotated[str, typer.Option(help="Decay after warmup: cosine | linear.")] = "cosine",
+    grad_checkpointing: Annotated[bool, typer.Option(help="Activation checkpointing.")] = False,
+    probe_batch: Annotated[int, typer.Option(help="K > 0: probe K-item blocks by suspicion.")] = 0,
     sweep: Annotated[str, typer.Option(help="KEY=V1,V2: one loop per value.")] = "",
-    eval_items: Annotated[int, typer.Option(help="Items generated for edit similarity.")] = 32,
+    eval_items: Annotated[int, typer.Option(help="Validation items judged; 0: gate skipped.")] = 32,
+    max_new_tokens: Annotated[int, typer.Option(help="Generation cap when judging.")] = 128,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
+    fault: Annotated[str, typer.Option(help="TEST ONLY: pair:A,B | item:A | forward:A.")] = "",
 ) -> None:
-    """LoRA-train every curated item (RUN_DIR/smoke/); explain any non-finite step. Slow."""
+    """LoRA-train export's train split, judge on validation, explain any non-finite step. Slow."""
+    options = {k: v for k, v in locals().items() if k not in ("run_dir", "sweep", "fault")}
     from pipeline.config import SmokeConfig, validate
     from pipeline.runs import run_lock
     from pipeline.train import stage as smoke
+    from pipeline.train.faults import parse_fault
 
-    options = {
-        "model": model,
-        "lr": lr,
-        "micro_batch": micro_batch,
-        "grad_accum": grad_accum,
-        "max_len": max_len,
-        "seed": seed,
-        "probe_batch": probe_batch,
-        "eval_items": eval_items,
-        "device": device,
-    }
     sc = validate(SmokeConfig, options, "smoke-train")  # a bad option: one line, exit 2
+    hook = parse_fault(fault) if fault else None  # test-only fault injection; bad: exit 2
     with run_lock(run_dir, create=False):
-        summary = smoke.run(run_dir, sc, smoke.parse_sweep(sweep) if sweep else None)
+        sweep_arg = smoke.parse_sweep(sweep) if sweep else None
+        summary = smoke.run(run_dir, sc, sweep_arg, hook, fault_spec=fault)
     smoke.print_summary(summary)
     console.print(Text(f"smoke-train: wrote {run_dir / 'smoke'}"))
     if summary["verdict"] != "trains":

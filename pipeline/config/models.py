@@ -297,6 +297,8 @@ class SmokeConfig(Section):
     max_len: int = Field(default=1024, ge=1)  # tokens per item after truncation
     seed: int = 0  # model init, LoRA init and (without batch_order) the item order
     warmup: float = Field(default=0.1, ge=0, le=1)  # fraction of steps with a linear warmup
+    schedule: str = Field(default="cosine", pattern="^(cosine|linear)$")  # decay to 0.1 x lr
+    grad_checkpointing: bool = False  # activation checkpointing: less memory, more compute
     clip: float = Field(default=1.0, gt=0)  # grad-norm clip, applied only after the finite check
     skip_budget: float = Field(default=0.01, ge=0, le=1)  # more skipped (non-finite): fails
     lora_r: int = Field(default=16, ge=1)

@@ -1,8 +1,9 @@
 """Tokenise, mask and order items for smoke-train; the pre-flight that runs before any step.
 
-Only the `after` tokens (+ EOS) are supervised. Counts are taken after the causal shift (the
-first token is never a target) and after truncation, so an item whose target is cut off or
-gone is reported before it can waste (or poison) a step.
+The prompt is the project's template (pipeline/template.py), wrapped in the tokenizer's chat
+template when it has one. Only the `after` tokens (+ EOS) are supervised. Counts are taken
+after the causal shift (the first token is never a target) and after truncation, so an item
+whose target is cut off or gone is reported before it can waste (or poison) a step.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ByteTokenizer:
     bos_token_id = 1
     eos_token_id = 2
     vocab_size = 259
+    template = "project"
 
     def encode(self, text: str) -> list[int]:
         return [b + 3 for b in text.encode("utf-8")]
@@ -42,6 +44,7 @@ class HFTokenizer:
         self.bos_token_id = tok.bos_token_id
         pad = tok.pad_token_id
         self.pad_token_id = pad if pad is not None else tok.eos_token_id
+        self.template = "chat" if getattr(tok, "chat_template", None) else "project"
 
     def encode(self, text: str) -> list[int]:
         return self.tok(text, add_special_tokens=False)["input_ids"]
@@ -69,7 +72,13 @@ def render_item(item: dict[str, Any]) -> tuple[str, str]:
 
 
 def prompt_ids(tok: Any, prompt: str) -> list[int]:
-    """BOS (when the tokenizer has one) + the prompt's token ids: what training conditions on."""
+    """What training and generation condition on: the prompt as one user turn of the
+    tokenizer's chat template (which brings its own special tokens) when it has one, else BOS
+    (when the tokenizer has one) + the prompt's token ids."""
+    if getattr(tok, "template", "project") == "chat":
+        turn = [{"role": "user", "content": prompt}]
+        text = tok.tok.apply_chat_template(turn, tokenize=False, add_generation_prompt=True)
+        return tok.encode(text)
     bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
     return bos + tok.encode(prompt)
 
@@ -166,8 +175,13 @@ def preflight(
     return keep, table, summary
 
 
-def collate(batch: list[Example], pad_id: int, pad_to: int = 1) -> dict[str, Any]:
-    """Right-padded tensors for one micro-batch (no packing), length a multiple of pad_to."""
+def collate(batch: list[Example], pad_id: int, pad_to: int = 1, device: str = "cpu") -> dict:
+    """Right-padded tensors for one micro-batch (no packing), length a multiple of pad_to.
+
+    The attention mask is sent only when some row is padded: right padding sits after every
+    real token, so a causal model reads the same without it, and a model given no mask does
+    not inspect one on the host.
+    """
     import torch
 
     n = max(len(e.input_ids) for e in batch)
@@ -180,4 +194,9 @@ def collate(batch: list[Example], pad_id: int, pad_to: int = 1) -> dict[str, Any
         ids[i, :k] = torch.tensor(e.input_ids)
         labels[i, :k] = torch.tensor(e.labels)
         mask[i, :k] = 1
-    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+    out = {"input_ids": ids, "labels": labels}
+    if any(len(e.input_ids) < n for e in batch):
+        out["attention_mask"] = mask
+    if device == "cpu":
+        return out
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in out.items()}

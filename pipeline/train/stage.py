@@ -1,7 +1,9 @@
-"""`editcurate smoke-train RUN_DIR`: the whole smoke run, its verdict and RUN_DIR/smoke/.
+"""`editcurate smoke-train RUN_DIR`: the whole smoke run, its verdict, its gate, RUN_DIR/smoke/.
 
-Slow by design (a real loop over every curated item), so it is a command of its own and not
-a stage of `editcurate run`.
+Trains on export's train split, judges on its validation split (never trained on), and probes
+every curated item of all splits. Slow by design (a real loop), so it is a command of its own
+and not a stage of `editcurate run`. `verdict` (trains / fails: finite steps, loss going down)
+sets the exit code; `gate` (pass / fail / skipped: held-out quality) is reported beside it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.config import SmokeConfig, canonical_text, updated
+from pipeline.config import SmokeConfig, canonical_text
 from pipeline.runs import (
-    StageFailed,
     StageRun,
     code_version,
     input_fingerprint,
@@ -26,68 +27,28 @@ from pipeline.runs import (
     write_json,
     write_parquet,
 )
-from pipeline.train.data import order_items, preflight
-from pipeline.train.loop import Fault, LoopConfig, eval_loss, train
+from pipeline.train.faults import Fault
+from pipeline.train.loop import LoopConfig, eval_loss, train
+from pipeline.train.sweep import SmokeFailed, classify_sweep, parse_sweep
+
+__all__ = ["SmokeFailed", "classify_sweep", "parse_sweep", "run", "print_summary", "fit"]
 
 STAGE = "smoke"
-
-
-class SmokeFailed(StageFailed):
-    pass
+SPLITS = ("train", "validation", "test")
+LOSS_SAMPLE = 32  # training items whose loss before and after decides "loss going down"
+_NOT_JUDGED = {"gate": "skipped", "gate_reason": "generation not run (run(generate=False))"}
 
 
 def check_config(sc: SmokeConfig) -> None:
-    """What the model cannot check: the checkpoint folder exists (ranges: SmokeConfig)."""
-    if sc.model and not Path(sc.model).is_dir():
+    """What the model cannot check: the checkpoint folder exists, the preset is known."""
+    from pipeline.train.model import PRESETS, preset_name
+
+    name = preset_name(sc.model)
+    if name is None and not Path(sc.model).is_dir():
         raise SmokeFailed(f"smoke-train: --model {sc.model}: not a local checkpoint folder")
-
-
-def parse_sweep(text: str) -> tuple[str, list[Any]]:
-    """ "lr=2e-4,8e-4" -> ("lr", [2e-4, 8e-4]), values cast to the SmokeConfig field's type."""
-    if "=" not in text:
-        raise SmokeFailed(f"--sweep {text!r}: expected KEY=V1,V2, e.g. lr=2e-4,8e-4")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    fields = SmokeConfig.model_fields
-    if key not in fields:
-        raise SmokeFailed(f"--sweep: unknown key {key!r}; keys: {', '.join(sorted(fields))}")
-    cast = type(getattr(SmokeConfig(), key))
-    vals = [v.strip() for v in raw.split(",") if v.strip()]
-    if len(vals) < 2:
-        raise SmokeFailed(f"--sweep {text!r}: give two or more values")
-    if cast is bool:
-        return key, [v.lower() in ("1", "true", "yes") for v in vals]
-    try:
-        values = [cast(v) for v in vals]
-    except ValueError:
-        raise SmokeFailed(f"--sweep {text!r}: values must be {cast.__name__}") from None
-    for v in values:  # each value in its range before anything trains (a ConfigError: exit 2)
-        updated(SmokeConfig(), f"--sweep {text!r}", **{key: v})
-    return key, values
-
-
-def classify_sweep(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Same non-finite positions under differing loss curves: data-positioned; else moving."""
-    positions = [tuple(r["dropped_positions"]) for r in runs]
-    if not any(positions):
-        return {"class": "none", "reason": "no non-finite items under any value"}
-    curves = [tuple(round(x, 6) for x in r["loss_curve"]) for r in runs]
-    if len(set(positions)) == 1:
-        if len(set(curves)) == 1:
-            return {
-                "class": "inconclusive",
-                "reason": "loss curves identical; sweep values further apart",
-            }
-        return {
-            "class": "data-positioned",
-            "reason": "non-finite at the same positions while the loss curves differ",
-            "ids": runs[0]["dropped_ids"],
-            "positions": list(positions[0]),
-        }
-    return {
-        "class": "optimisation-driven",
-        "reason": "the non-finite positions move with the configuration",
-    }
+    if name is not None and name not in PRESETS:
+        known = ", ".join(f"config:{k}" for k in PRESETS)
+        raise SmokeFailed(f"smoke-train: --model {sc.model}: unknown preset; presets: {known}")
 
 
 def _device(sc: SmokeConfig) -> str:
@@ -98,7 +59,7 @@ def _device(sc: SmokeConfig) -> str:
     return sc.device
 
 
-def _loop_cfg(sc: SmokeConfig) -> LoopConfig:
+def loop_config(sc: SmokeConfig) -> LoopConfig:
     return LoopConfig(
         lr=sc.lr,
         micro_batch=sc.micro_batch,
@@ -106,13 +67,14 @@ def _loop_cfg(sc: SmokeConfig) -> LoopConfig:
         warmup=sc.warmup,
         clip=sc.clip,
         skip_budget=sc.skip_budget,
+        schedule=sc.schedule,
     )
 
 
 def prepare(run_dir: Path, sc: SmokeConfig) -> StageRun:
     check_config(sc)
-    src = run_dir / "shapes" / "kept.parquet"
-    require_output(src, "shapes", "smoke-train", SmokeFailed)
+    src = {s: run_dir / "export" / f"{s}.parquet" for s in SPLITS}
+    require_output(src["train"], "export", "smoke-train", SmokeFailed)
     section_fp = hashlib.sha256(canonical_text(sc.model_dump()).encode()).hexdigest()
     return StageRun(
         run_dir=run_dir,
@@ -121,24 +83,46 @@ def prepare(run_dir: Path, sc: SmokeConfig) -> StageRun:
             STAGE, section_fp[:16], code_version(("train", "template.py"))
         ),
         config_fingerprint=section_fp[:16],
-        inputs={"shapes/kept.parquet": input_fingerprint(src)},
+        inputs={f"export/{s}.parquet": input_fingerprint(p) for s, p in src.items() if p.exists()},
     )
 
 
-def _one_run(df: pl.DataFrame, sc: SmokeConfig, device: str, fault: Fault | None) -> dict:
-    """Build a fresh model, pre-flight, train once; everything a summary or a sweep needs."""
+def read_splits(run_dir: Path) -> dict[str, pl.DataFrame]:
+    """export's splits (a missing one is empty) and `curated`: all of them together."""
+    frames = {}
+    for s in SPLITS:
+        p = run_dir / "export" / f"{s}.parquet"
+        frames[s] = (
+            pl.read_parquet(p) if p.exists() else pl.DataFrame({"id": []}, {"id": pl.String})
+        )
+    frames["curated"] = pl.concat([frames[s] for s in SPLITS], how="diagonal_relaxed")
+    return frames
+
+
+def fit(
+    train_df: pl.DataFrame,
+    sc: SmokeConfig,
+    device: str,
+    fault: Fault | None = None,
+    before_training: Any = None,
+) -> dict[str, Any]:
+    """Build a fresh model, pre-flight, train once in `sc.seed`'s order; what a summary, a
+    sweep or the probe needs. `before_training(model, tok)` runs on the untrained model."""
+    from pipeline.train.data import order_items, preflight
     from pipeline.train.model import build
 
-    model, tok, info = build(sc.model, sc.seed, sc.lora_r, sc.lora_alpha, device)
-    model.to(device)
-    examples, pre, pre_summary = preflight(df, tok, sc.max_len, sc.exclude_bad)
-    rng = random.Random(sc.seed)
-    eval_set = rng.sample(examples, min(sc.eval_items, len(examples))) if examples else []
-    before = eval_loss(model, eval_set, tok.pad_token_id, device)
+    model, tok, info = build(
+        sc.model, sc.seed, sc.lora_r, sc.lora_alpha, device, sc.grad_checkpointing
+    )
+    examples, pre, pre_summary = preflight(
+        order_items(train_df, sc.seed), tok, sc.max_len, sc.exclude_bad
+    )
+    sample = random.Random(sc.seed).sample(examples, min(LOSS_SAMPLE, len(examples)))
+    before = eval_loss(model, sample, tok.pad_token_id, device)
+    extra = before_training(model, tok) if before_training else None
     t0 = time.time()
-    items, steps = train(model, examples, tok.pad_token_id, _loop_cfg(sc), device, fault)
+    items, steps, kept = train(model, examples, tok.pad_token_id, loop_config(sc), device, fault)
     wall = time.time() - t0
-    after = eval_loss(model, eval_set, tok.pad_token_id, device)
     return {
         "model": model,
         "tok": tok,
@@ -148,10 +132,56 @@ def _one_run(df: pl.DataFrame, sc: SmokeConfig, device: str, fault: Fault | None
         "preflight_summary": pre_summary,
         "items": items,
         "steps": steps,
+        "windows": kept,
+        "loss_sample": sample,
         "eval_before": before,
-        "eval_after": after,
+        "eval_after": eval_loss(model, sample, tok.pad_token_id, device),
         "train_s": wall,
+        "before_training": extra,
     }
+
+
+def locate(
+    res: dict[str, Any],
+    run_dir: Path,
+    curated: pl.DataFrame,
+    sc: SmokeConfig,
+    device: str,
+    fault: Fault | None = None,
+) -> dict[str, Any]:
+    """ddmin inside each kept non-finite training window (on its saved weights), then, with
+    --probe-batch K, the probe over every curated item on the weights of the first failing
+    window (else the trained adapter). Culprits, tables, groupings and the cost in passes."""
+    from pipeline.train.bisect import Passes, locate_window
+    from pipeline.train.data import preflight
+    from pipeline.train.model import adapter_state, load_adapter_state
+    from pipeline.train.probe import probe, suspicion_groups
+
+    model, tok = res["model"], res["tok"]
+    run = Passes(model, tok.pad_token_id, device, fault)
+    by_id = {e.id: e for e in res["examples"]}
+    ok = res["items"].filter(~pl.col("dropped"))["id"].to_list()
+    unrelated = by_id[ok[0]] if ok else None
+    windows = [c for w in res["windows"] for c in locate_window(w, by_id, run, unrelated)]
+    out: dict[str, Any] = {"k": sc.probe_batch, "window_culprits": windows, "culprits": []}
+    if sc.probe_batch > 0:
+        examples, _, _ = preflight(curated, tok, sc.max_len, sc.exclude_bad)
+        groups = suspicion_groups(run_dir, curated)
+        end = adapter_state(model)
+        if res["windows"]:
+            load_adapter_state(model, res["windows"][0]["adapter"])
+            out["weights"] = f"before step {res['windows'][0]['step']} (its window was non-finite)"
+        else:
+            out["weights"] = "the trained adapter (no training window was non-finite)"
+        run.forget()
+        known = [c["ids"] for c in windows if "table" in c]
+        try:
+            out.update(probe(run, examples, sc.probe_batch, groups, sc.seed, known=known))
+        finally:
+            load_adapter_state(model, end)
+    out["cost"] = run.cost(curated.height)
+    model.zero_grad(set_to_none=True)
+    return out
 
 
 def verdict(res: dict[str, Any], sc: SmokeConfig, finite: bool) -> tuple[str, str]:
@@ -167,7 +197,7 @@ def verdict(res: dict[str, Any], sc: SmokeConfig, finite: bool) -> tuple[str, st
         return "fails", "adapter has non-finite weights"
     b, a = res["eval_before"], res["eval_after"]
     if not (math.isfinite(a) and a < b):
-        return "fails", f"loss did not fall on the eval sample ({b:.4f} -> {a:.4f})"
+        return "fails", f"loss did not fall on the training sample ({b:.4f} -> {a:.4f})"
     return "trains", f"loss fell {b:.4f} -> {a:.4f}; {skipped} of {seen} items skipped"
 
 
@@ -177,78 +207,76 @@ def run(
     sweep: tuple[str, list[Any]] | None = None,
     fault: Fault | None = None,
     generate: bool = True,
+    fault_spec: str = "",
 ) -> dict[str, Any]:
-    """Smoke-train every curated item; write RUN_DIR/smoke/; return the summary."""
+    """Smoke-train export's train split; write RUN_DIR/smoke/; return the summary."""
     import torch
 
-    from pipeline.train.bisect import probe
-    from pipeline.train.evaluate import generate_eval, plot
+    from pipeline.train import evaluate as ev
     from pipeline.train.model import adapter_finite
+    from pipeline.train.sweep import sweep_runs
 
     sr = prepare(run_dir, sc)
     sr.begin()
     out = sr.dir
     device = _device(sc)
-    df = order_items(pl.read_parquet(run_dir / "shapes" / "kept.parquet"), sc.seed)
-    res = _one_run(df, sc, device, fault)
-    model, tok = res["model"], res["tok"]
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    frames = read_splits(run_dir)
+    val = frames["validation"]
+    judged = (
+        val.sample(min(sc.eval_items, val.height), seed=sc.seed).sort("id") if generate else val
+    )
+    judged_items = judged.to_dicts() if generate and sc.eval_items > 0 else []
 
-    culprits: dict[str, Any] = {"k": 0, "culprits": []}
-    if sc.probe_batch > 0:
-        culprits = probe(model, res["examples"], sc.probe_batch, tok.pad_token_id, device, fault)
-    write_json(out / "culprits.json", culprits)
+    def base_model(model: Any, tok: Any) -> list[str]:  # the untrained model's answers
+        return ev.generate(model, tok, judged_items, device, sc.max_new_tokens)
+
+    res = fit(frames["train"], sc, device, fault, base_model)
+    model, tok = res["model"], res["tok"]
+    located = locate(res, run_dir, frames["curated"], sc, device, fault)
+    write_json(out / "culprits.json", located)
+    if res["windows"]:  # the first non-finite window's weights and optimiser state, on disk
+        w = res["windows"][0]
+        (out / "windows").mkdir(exist_ok=True)
+        torch.save({k: _cpu(v) for k, v in w.items()}, out / "windows" / f"step_{w['step']}.pt")
 
     finite = adapter_finite(model)
-    adapter = out / "adapter"
     if finite:
-        model.save_pretrained(adapter)
-    gen: dict[str, Any] = {}
-    if generate and sc.eval_items > 0:
-        # export's test split when there is one; every curated item is trained on, so the
-        # sample is held out only where its ids were not in the training set.
-        test = run_dir / "export" / "test.parquet"
-        pool = pl.read_parquet(test) if test.exists() else df
-        n = min(sc.eval_items, pool.height)
-        sample = pool.sample(n, seed=sc.seed) if n else pool
-        gen = generate_eval(model, tok, sample.to_dicts(), device, sc.max_new_tokens)
-        trained_ids = {e.id for e in res["examples"]}
-        gen["held_out"] = not any(i in trained_ids for i in sample["id"].to_list())
-        gen["source"] = "export/test.parquet" if test.exists() else "shapes/kept.parquet"
+        model.save_pretrained(out / "adapter")
+    scores = None
+    if judged_items:
+        preds = ev.generate(model, tok, judged_items, device, sc.max_new_tokens)
+        scores = ev.score(judged_items, preds, res["before_training"])
+        write_parquet(pl.DataFrame(scores["per_item"]).to_arrow(), out / "eval.parquet", sr.meta)
+        sr.record_output("eval.parquet", "aux")
+    trained_ids = {e.id for e in res["examples"]}
+    val_examples = _val_examples(val, tok, sc)
+    held_out_loss = eval_loss(model, val_examples, tok.pad_token_id, device)
 
     items = res["preflight"].join(res["items"], on="id", how="left").sort("id")
     write_parquet(items.to_arrow(), out / "items.parquet", sr.meta)
     write_parquet(res["steps"].to_arrow(), out / "steps.parquet", sr.meta)
-    plot(res["steps"], out / "loss_grad.png")
+    ev.plot(res["steps"], out / "loss_grad.png")
 
-    sweep_out: dict[str, Any] = {}
-    if sweep:
-        key, values = sweep
-        runs = []
-        for v in values:
-            r = _one_run(df, updated(sc, "--sweep", **{key: v}), device, fault)
-            d = r["items"].filter(pl.col("dropped"))
-            runs.append(
-                {
-                    "value": v,
-                    "dropped_positions": d["position"].to_list(),
-                    "dropped_ids": d["id"].to_list(),
-                    "loss_curve": r["steps"]["loss"].fill_nan(None).fill_null(0.0).to_list(),
-                    "eval_after": r["eval_after"],
-                }
-            )
-        sweep_out = {"key": key, "runs": runs, **classify_sweep(runs)}
-
+    sweep_out = sweep_runs(frames["train"], sc, sweep, device, fault, fit) if sweep else {}
     v, reason = verdict(res, sc, finite)
     trained = res["items"]
     dropped = trained.filter(pl.col("dropped"))
     tokens = int(sum(len(e.input_ids) for e in res["examples"]))
+    culprits = located["window_culprits"] + located["culprits"]
     summary = {
         "verdict": v,
         "reason": reason,
+        **(ev.gate(scores, sc.eval_items) if generate else _NOT_JUDGED),
         "model": res["info"],
         "device": device,
-        "dtype": "bf16 autocast" if device.startswith("cuda") else "fp32",
+        "dtype": f"{res['info']['base_dtype']} base"
+        + (", bf16 autocast" if device.startswith("cuda") else "")
+        + ", fp32 adapter",
         "config": sc.model_dump(),
+        "fault": fault_spec or ("injected (test hook)" if fault else ""),
+        "data": {s: frames[s].height for s in (*SPLITS, "curated")},
         "preflight": res["preflight_summary"],
         "items_seen": trained.height,
         "items_skipped": dropped.height,
@@ -267,68 +295,62 @@ def run(
         "optimizer_steps": int(res["steps"]["stepped"].sum()),
         "eval_loss_before": res["eval_before"],
         "eval_loss_after": res["eval_after"],
+        "held_out_loss_after": held_out_loss,
         "adapter_finite": finite,
         "adapter_saved": finite,
         "train_s": round(res["train_s"], 2),
         "tokens_per_s": round(tokens / res["train_s"], 1) if res["train_s"] > 0 else None,
-        "generation": {k: v2 for k, v2 in gen.items() if k != "per_item"},
-        "probe": {
-            "k": culprits["k"],
-            "culprits": [c["ids"] for c in culprits.get("culprits", [])],
+        "peak_gpu_memory_gib": (
+            round(torch.cuda.max_memory_allocated() / 2**30, 2)
+            if device.startswith("cuda")
+            else None
+        ),
+        "generation": {
+            "split": "validation",
+            "held_out": not (set(judged["id"].to_list()) & trained_ids),
+            "ids": [r["id"] for r in judged_items],
+            "max_new_tokens": sc.max_new_tokens,
+            **{k: x for k, x in (scores or {}).items() if k != "per_item"},
         },
-        "culprit_tables": culprits.get("culprits", []),
+        "probe": {
+            "k": located["k"],
+            "weights": located.get("weights", ""),
+            "culprits": [c["ids"] for c in culprits if "table" in c],
+            "found_by": [c["found_by"] for c in culprits if "table" in c],
+            "blocks_by_grouping": located.get("blocks_by_grouping", {}),
+            "cost": located["cost"],
+        },
+        "culprit_tables": culprits,
         "sweep": sweep_out,
         "torch": torch.__version__,
     }
     write_json(out / "summary.json", summary)
-    for name in ("items.parquet", "steps.parquet"):
+    for name in ("items.parquet", "steps.parquet", "summary.json", "culprits.json"):
         sr.record_output(name, "aux")
-    for name in ("summary.json", "culprits.json", "loss_grad.png"):
-        sr.record_output(name, "aux")
+    sr.record_output("loss_grad.png", "aux")
     sr.finish({"items": trained.height, "skipped": dropped.height, "verdict": v})
     return summary
 
 
+def _cpu(v: Any) -> Any:
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return v.detach().cpu()
+    if isinstance(v, dict):
+        return {k: _cpu(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_cpu(x) for x in v]
+    return v
+
+
+def _val_examples(val: pl.DataFrame, tok: Any, sc: SmokeConfig) -> list[Any]:
+    from pipeline.train.data import preflight
+
+    return preflight(val, tok, sc.max_len)[0] if val.height else []
+
+
 def print_summary(summary: dict[str, Any]) -> None:
-    from rich.table import Table
+    from pipeline.train.summary import print_summary as show
 
-    from pipeline.console import console
-
-    t = Table(title=f"smoke-train: {summary['verdict']}")
-    t.add_column("measure")
-    t.add_column("value")
-    pre = summary["preflight"]
-    g = summary.get("generation") or {}
-    rows = [
-        ("model", summary["model"]["model"]),
-        ("adapter", f"{summary['model']['tensors']} tensors, {summary['model']['dtypes']}"),
-        ("device / dtype", f"{summary['device']} / {summary['dtype']}"),
-        ("items / trainable", f"{pre['items']} / {pre['trainable']}"),
-        ("zero supervision", str(len(pre["zero_supervision"]))),
-        ("truncated target", str(len(pre["truncated_target"]))),
-        ("items seen / skipped", f"{summary['items_seen']} / {summary['items_skipped']}"),
-        ("steps (optimizer)", f"{summary['steps']} ({summary['optimizer_steps']})"),
-        ("eval loss", f"{summary['eval_loss_before']:.4f} -> {summary['eval_loss_after']:.4f}"),
-        ("outliers (robust z > 3.5)", str(len(summary["outliers"]))),
-        ("tokens/s", str(summary["tokens_per_s"])),
-        ("adapter saved", str(summary["adapter_saved"])),
-    ]
-    if g:
-        rows.append(
-            ("edit similarity", f"{g['edit_similarity']} (copy {g['copy_input_baseline']})")
-        )
-    if summary["probe"]["k"]:
-        rows.append(("probe culprits", str(summary["probe"]["culprits"])))
-    if summary["sweep"]:
-        rows.append(("sweep", f"{summary['sweep']['class']}: {summary['sweep']['reason']}"))
-    rows.append(("reason", summary["reason"]))
-    for r in rows:
-        t.add_row(*r)
-    console.print(t)
-    for c in summary.get("culprit_tables", []):
-        ct = Table(title=f"non-finite set in probe batch {c['batch']}: {', '.join(c['ids'])}")
-        ct.add_column("condition")
-        ct.add_column("grad_norm")
-        for r in c["table"]:
-            ct.add_row(r["condition"], r["grad_norm"])
-        console.print(ct)
+    show(summary)
