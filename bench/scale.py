@@ -62,13 +62,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    ap.add_argument("--generate-to", type=Path, help=argparse.SUPPRESS)  # the child's job
     a = ap.parse_args()
+    if a.generate_to:
+        write_items(a.generate_to, a.items)
+        return
     work = a.keep or Path(tempfile.mkdtemp(prefix="editcurate-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     data = work / "items.jsonl"
     t = time.perf_counter()
     if not data.exists():
-        write_items(data, a.items)
+        # in a child: a stage child's peak RSS starts at its parent's RSS when it is spawned
+        # (Linux carries the high-water mark across fork + exec), so the parent stays small
+        gen = [sys.executable, __file__, "--items", str(a.items), "--generate-to", str(data)]
+        subprocess.run(gen, check=True)
     print(
         f"{a.items:,} items generated in {time.perf_counter() - t:.0f}s "
         f"({data.stat().st_size / 2**20:,.0f} MiB JSONL); {os.cpu_count()} cpus"

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import datasets
+import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -285,3 +286,31 @@ def test_the_card_has_hugging_face_front_matter_and_the_funnel(tmp_path, cli):
         ("test", "test.parquet"),
     ]
     assert "## Curation funnel" in card and "| filter | 40 |" in card
+
+
+def test_deal_is_the_midpoint_rule_over_the_seeded_sha256_order():
+    """The vectorised deal equals the rule written out group by group."""
+    import hashlib
+    import random
+
+    from pipeline.export import deal
+
+    def reference(sizes, keys, ratios, seed):
+        order = sorted(
+            range(len(sizes)),
+            key=lambda g: (hashlib.sha256(f"{seed}\0{keys[g]}".encode()).hexdigest(), keys[g]),
+        )
+        bounds = np.cumsum(ratios) / sum(ratios)
+        out, done = [0] * len(sizes), 0
+        for g in order:
+            mid = (done + sizes[g] / 2) / (sum(sizes) or 1)
+            out[g] = min(int(np.searchsorted(bounds, mid, side="right")), len(ratios) - 1)
+            done += sizes[g]
+        return out
+
+    r = random.Random(3)
+    for _ in range(200):
+        keys = sorted({f"id{r.randrange(10**6)}" for _ in range(r.randrange(40))})
+        sizes = [r.randint(1, 9) for _ in keys]
+        ratios = [r.random() + 0.01 for _ in range(3)]
+        assert list(deal(sizes, keys, ratios, 5)) == reference(sizes, keys, ratios, 5)

@@ -21,6 +21,7 @@ Split rules (export.split_by):
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import numpy as np
@@ -70,13 +71,15 @@ def groupings(
     return out
 
 
-def group_ids(ids: list[str], keyed: list[pl.DataFrame]) -> np.ndarray:
+def group_ids(ids: pl.Series, keyed: list[pl.DataFrame]) -> np.ndarray:
     """Component label of each of the sorted unique `ids` under all groupings: the index of
     the component's smallest id."""
-    nodes = pl.DataFrame({"id": ids}, schema={"id": pl.String}).with_row_index("node")
+    nodes = ids.to_frame("id").with_row_index("node")
     a, b = [], []
     for k in keyed:
-        j = k.unique().join(nodes, on="id", how="inner")
+        # a key held by one id joins nothing: leave the (usually many) singletons out early
+        k = k.unique().filter(pl.len().over("key") > 1)
+        j = k.join(nodes, on="id", how="inner")
         j = j.with_columns(first=pl.col("node").min().over("key"))
         a.append(j["first"].to_numpy().astype(np.int64))
         b.append(j["node"].to_numpy().astype(np.int64))
@@ -85,23 +88,34 @@ def group_ids(ids: list[str], keyed: list[pl.DataFrame]) -> np.ndarray:
     return C.components(len(ids), ea, eb)
 
 
-def _seeded(seed: int, key: str) -> str:
-    return hashlib.sha256(f"{seed}\0{key}".encode()).hexdigest()
+def _seeded(seed: int, keys: pl.Series, chunk: int = 1 << 20) -> np.ndarray:
+    """The first 64 bits (big-endian) of sha256(f"{seed}\0{key}") per key: a seeded order
+    that no library version can change, computed a chunk of keys at a time."""
+    out = np.empty(len(keys), dtype=np.uint64)
+    for s in range(0, len(keys), chunk):
+        part = keys.slice(s, chunk).to_list()
+        out[s : s + len(part)] = [
+            int.from_bytes(hashlib.sha256(f"{seed}\0{k}".encode()).digest()[:8], "big")
+            for k in part
+        ]
+    return out
 
 
-def deal(sizes: list[int], keys: list[str], ratios: list[float], seed: int) -> list[int]:
+def deal(
+    sizes: Sequence[int] | np.ndarray, keys: Sequence[str] | pl.Series, ratios: list[float], seed: int
+) -> np.ndarray:
     """Split index per group: groups laid end to end in a seeded order; a group goes to the
     split whose share of that line holds the group's midpoint. The order is random, so group
     size does not bias where a group goes; each boundary is off by at most half a group."""
-    order = sorted(range(len(sizes)), key=lambda g: (_seeded(seed, keys[g]), keys[g]))
-    total = sum(sizes) or 1
+    n = np.asarray(sizes, dtype=np.int64)
+    k = pl.Series(keys, dtype=pl.String)
+    order = np.lexsort((k.rank("ordinal").to_numpy(), _seeded(seed, k)))  # ties: by key
+    laid = n[order]
+    done = np.cumsum(laid) - laid  # items laid before each group
+    mid = (done + laid / 2) / (int(n.sum()) or 1)
     bounds = np.cumsum(ratios) / sum(ratios)
-    out = [0] * len(sizes)
-    done = 0
-    for g in order:
-        mid = (done + sizes[g] / 2) / total
-        out[g] = min(int(np.searchsorted(bounds, mid, side="right")), len(ratios) - 1)
-        done += sizes[g]
+    out = np.empty(len(n), dtype=np.int64)
+    out[order] = np.minimum(np.searchsorted(bounds, mid, side="right"), len(ratios) - 1)
     return out
 
 
@@ -109,13 +123,10 @@ def assign_splits(
     items: pl.DataFrame, clusters: pl.DataFrame, shapes: pl.DataFrame, e: ExportConfig
 ) -> pl.DataFrame:
     """id, export_group, split for each unique id of `items` (sorted by id)."""
-    ids = sorted(set(items["id"].to_list()))
+    ids = items["id"].unique().sort()
     keyed = [k for _, k in groupings(items, clusters, shapes, e)]
     label = group_ids(ids, keyed)
-    df = pl.DataFrame(
-        {"id": ids, "export_group": label.astype(np.int64)},
-        schema={"id": pl.String, "export_group": pl.Int64},
-    )
+    df = pl.DataFrame({"id": ids, "export_group": pl.Series(label, dtype=pl.Int64)})
     g = df.group_by("export_group").agg(pl.len().alias("n"), pl.col("id").min().alias("key"))
     ratios = list(e.ratios)
     g = g.with_columns(late=pl.lit(False))
@@ -130,15 +141,15 @@ def assign_splits(
             ratios = [1.0, 0.0, 0.0]
     g = g.sort("export_group")
     early = g.filter(~pl.col("late"))
-    dealt = deal(early["n"].to_list(), early["key"].to_list(), ratios, e.seed)
+    dealt = deal(early["n"].to_numpy(), early["key"], ratios, e.seed)
     split = pl.concat(
         [
             early.select("export_group").with_columns(split=pl.Series(dealt, dtype=pl.Int64)),
             g.filter(pl.col("late")).select("export_group").with_columns(split=pl.lit(2, pl.Int64)),
         ]
     )
-    names = pl.Series(SPLITS)
-    split = split.with_columns(split=pl.col("split").map_elements(lambda i: names[i], pl.String))
+    names = dict(enumerate(SPLITS))
+    split = split.with_columns(split=pl.col("split").replace_strict(names, return_dtype=pl.String))
     return df.join(split, on="export_group", how="left").sort("id")
 
 
