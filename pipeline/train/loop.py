@@ -121,6 +121,12 @@ class Flat:
         for s, p in zip(self.starts, self.params.values(), strict=True):
             p.grad = flat[s : s + p.numel()].view_as(p).to(p.dtype)
 
+    def clear(self) -> None:
+        """Drop the adapter's gradients (only it has any): model.zero_grad walks every module,
+        a measurable cost once per micro-step on a small model."""
+        for p in self.params.values():
+            p.grad = None
+
     def name_at(self, index: int) -> str:
         return self.names[_bisect.bisect_right(self.starts, index) - 1]
 
@@ -141,7 +147,7 @@ def micro_step(
     Returns (flat gradient, ok, figures): figures are the items' token-loss sums, then
     loss finite, all finite, the flat index of the first non-finite gradient, gradient norm.
     """
-    model.zero_grad(set_to_none=True)
+    flat.clear()
     sums = token_sums(model, batch, pad_id, device, pad_to, fp32)
     hit = fault([e.id for e in batch]) if fault is not None else False
     if hit == "forward":
@@ -281,7 +287,7 @@ def train(
             coef = denom / good_tokens * min(1.0, cfg.clip / (norm + 1e-6))
             flat.set_grads(acc.mul_(coef))
             opt.step()
-        model.zero_grad(set_to_none=True)
+        flat.clear()
         delta = _norms(torch._foreach_sub([p.detach() for p in params], before))  # one kernel
         weights.append(torch.stack([_norms(params), delta, _norms(before)]))
         steps.append(
