@@ -102,7 +102,10 @@ def _seeded(seed: int, keys: pl.Series, chunk: int = 1 << 20) -> np.ndarray:
 
 
 def deal(
-    sizes: Sequence[int] | np.ndarray, keys: Sequence[str] | pl.Series, ratios: list[float], seed: int
+    sizes: Sequence[int] | np.ndarray,
+    keys: Sequence[str] | pl.Series,
+    ratios: list[float],
+    seed: int,
 ) -> np.ndarray:
     """Split index per group: groups laid end to end in a seeded order; a group goes to the
     split whose share of that line holds the group's midpoint. The order is random, so group
