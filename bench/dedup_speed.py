@@ -1,24 +1,40 @@
-"""Dedup speed: this stage's signatures + candidates against datasketch, and 1M items end to end.
+"""Dedup speed: editcurate against datasketch and rensa, alternating in one run, on CPU time.
 
-Part 1 (default 100k items, same run, same corpus): datasketch (one MinHash per item, then
-MinHashLSH query + insert, 32 bands x 8 rows over 256 permutations) against our vectorised
-shingles + signatures + band keys + candidate pairs. Two datasketch baselines:
-  strict   -- identical signatures: the same seeded permutations fed our 32-bit shingle hashes
-              (precomputed by our kernel and NOT counted in datasketch's time; hashfunc=int),
-              so datasketch only does MinHash + LSH. Signatures are checked equal.
-  typical  -- the usual datasketch pipeline: Python `re` shingling, sha1_hash32 per shingle.
-Part 2 (--stage-items, default 1M): `editcurate dedup` on a generated filter/kept.parquet, run
-as a child process with NUMBA_NUM_THREADS=2; prints wall time and peak RSS.
-Goals: >= 20x datasketch (strict); 1M items < 180 s and < 4 GiB peak RSS on 2 cores.
+One generated corpus (default 100k items, `generate` below) is written once; each round runs
+every contender in its own child process (`--child NAME`, bench/dedup_contenders.py), the
+order rotating per round, and takes the child's wall time and CPU time (user + sys, from
+wait4's rusage). Children run single-threaded (NUMBA_NUM_THREADS, POLARS_MAX_THREADS,
+RAYON_NUM_THREADS, OMP_NUM_THREADS = 1; --threads to change). Each child writes its verified
+pairs; the parent computes each contender's pair recall at exact Jaccard >= threshold against
+exact truth (prefix filtering, bench/dedup_truth.py). Printed: per round, then per contender
+the medians and the median of the per-round paired ratios (baseline / editcurate).
 
-    python bench/dedup_speed.py [--items 100000] [--ds-items N] [--stage-items 1000000]
+What a child's CPU time holds, for every contender: Python start and imports, reading the
+shingled fields (`before`, `after`) with polars, shingling them with the stage's kernel (the
+same sets for all: field-tagged token 5-grams as 32-bit hashes), its own part, and exact-Jaccard
+verification of its candidate pairs (the stage's kernel, the same for all). Its own part:
+  editcurate  the stage's pair finding: shingle_and_sign (shingles + MinHash, 256 seeded
+              permutations), lsh.candidates (32 bands x 8 rows, buckets over bucket_cap
+              scanned on signatures). Not the exact-duplicate pass, clusters or outputs.
+  datasketch  the shingle hashes as Python ints, MinHash.bulk(num_perm=256, hashfunc=int: the
+              same signatures as ours, no sha1), MinHashLSH(num_perm=256, params=(32, 8))
+              filled in an insertion_session, then every item queried.
+  rensa       the shingle hashes as 4-byte tokens, RMinHash.from_token_sets(num_perm=256),
+              RMinHashLSH(num_perm=256, num_bands=32) insert_many + query_all. Skipped, and
+              said so, when rensa is not installed (pip install -e '.[dev]').
+Goal (issue 15): >= 10x datasketch and >= 2x rensa per CPU second, at recall >= 0.995. The
+figures are printed whether or not they meet it. (The dedup stage at 1M items: bench/scale.py.)
+
+    python bench/dedup_speed.py [--items 100000] [--rounds 3] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -135,154 +151,152 @@ def generate(n: int, seed: int = 1) -> pa.Table:
     return pa.table(cols, schema=ITEM_SCHEMA)
 
 
-def ours(table: pa.Table, bands: int = 32, rows: int = 8, cap: int = 64):
-    """Signatures + candidates, as the stage does them (the exact-duplicate pass excluded)."""
-    from pipeline.dedup.lsh import candidates
-    from pipeline.dedup.minhash import permutations, signatures
-    from pipeline.dedup.shingles import shingle_sets
+THREAD_VARS = ("NUMBA_NUM_THREADS", "POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS")
 
+
+# ------------------------------------------------------------------------------ parent
+
+
+def run_child(name: str, corpus: Path, out: Path, threshold: float, env: dict) -> dict:
+    """Run one child; its wall seconds, CPU seconds (user + sys) and peak RSS (MiB)."""
+    cmd = [sys.executable, __file__, "--child", name, "--corpus", str(corpus), "--out", str(out)]
+    cmd += ["--threshold", str(threshold)]
     t = time.perf_counter()
-    offs, vals = shingle_sets([table[f] for f in FIELDS], FIELDS, 5)
-    t_sh = time.perf_counter()
-    sig = signatures(offs, vals, *permutations(256, 1))
-    t_sig = time.perf_counter()
-    nonempty = np.flatnonzero(np.diff(offs) > 0)
-    cand = candidates(sig, nonempty, bands, rows, cap)
-    t_end = time.perf_counter()
-    times = {"shingles": t_sh - t, "signatures": t_sig - t_sh, "candidates": t_end - t_sig}
-    return offs, vals, sig, cand, times
+    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    err = p.stderr.read() if p.stderr else ""
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"{name} child failed (exit {p.returncode}):\n{err[-3000:]}")
+    stats = json.loads(Path(str(out) + ".json").read_text())
+    pairs = np.load(str(out) + ".npz")
+    return {
+        "wall": wall,
+        "cpu": ru.ru_utime + ru.ru_stime,
+        "pairs": pairs["a"].astype(np.uint64) << np.uint64(32) | pairs["b"].astype(np.uint64),
+        **stats,
+    }
 
 
-def datasketch_strict(offs, vals, n: int):
-    import datasketch
+def same_signatures(table: pa.Table, k: int = 200) -> bool:
+    """Whether datasketch's MinHash.bulk over our shingle hashes gives our signatures."""
+    import polars as pl
+    from datasketch import MinHash
 
-    perms = np.array(datasketch.MinHash(num_perm=256, seed=1).permutations)
-    lsh = datasketch.MinHashLSH(num_perm=256, params=(32, 8))
-    sigs = np.empty((n, 256), dtype=np.uint32)
-    t = time.perf_counter()
-    for i in range(n):
-        m = datasketch.MinHash(num_perm=256, permutations=perms, scheme="affine32", hashfunc=int)
-        m.update_batch(vals[offs[i] : offs[i + 1]].tolist())
-        lsh.query(m)
-        lsh.insert(i, m, check_duplication=False)
-        sigs[i] = m.hashvalues
-    return time.perf_counter() - t, sigs
+    from pipeline.config import DedupConfig
+    from pipeline.dedup.index import shingle_and_sign
 
-
-def datasketch_typical(table: pa.Table, n: int) -> float:
-    import datasketch
-
-    from pipeline.dedup.shingles import item_shingles
-
-    items = table.slice(0, n).select(FIELDS).to_pylist()
-    lsh = datasketch.MinHashLSH(num_perm=256, params=(32, 8))
-    t = time.perf_counter()
-    for i, it in enumerate(items):
-        m = datasketch.MinHash(num_perm=256, seed=1)
-        m.update_batch([repr(s).encode() for s in item_shingles(it, FIELDS, 5)])
-        lsh.query(m)
-        lsh.insert(i, m, check_duplication=False)
-    return time.perf_counter() - t
-
-
-def child_peak(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of a child process run alone."""
-    code = (
-        "import resource, subprocess, sys, time; t = time.time(); "
-        "r = subprocess.run(sys.argv[1:]); "
-        "print(time.time() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024); "
-        "sys.exit(r.returncode)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, *cmd], capture_output=True, text=True, env=env, cwd=ROOT
-    )
-    if out.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{out.stderr[-3000:]}")
-    wall, peak = out.stdout.strip().splitlines()[-1].split()
-    return float(wall), float(peak)
-
-
-def stage_run(n: int, work: Path) -> None:
-    from pipeline.runs import StageRun, write_parquet
-
-    t = time.time()
-    table = generate(n, seed=2)
-    print(f"generated {n:,} items in {time.time() - t:.0f}s")
-    flags = pa.array([[]] * n, pa.list_(pa.string()))
-    table = table.append_column(pa.field("flags", pa.list_(pa.string())), flags)
-    sr = StageRun(work / "runs" / "bench", "filter", "bench", "bench", {})
-    sr.begin()
-    write_parquet(table, sr.dir / "kept.parquet", sr.meta)
-    sr.record_output("kept.parquet", "items")
-    sr.finish({})
-    del table, flags
-    cfg = work / "bench.toml"
-    cfg.write_text('[run]\nname = "bench"\nroot = "runs"\n')
-    env = {**os.environ, "NUMBA_NUM_THREADS": "2", "POLARS_MAX_THREADS": "2"}
-    cmd = [sys.executable, "-m", "pipeline.cli", "dedup", "--config", str(cfg), "--force"]
-    wall, peak = child_peak(cmd, env)
-    import json
-
-    m = json.loads((sr.run_dir / "dedup" / "manifest.json").read_text())
-    c = m["counts"]
-    print(
-        f"editcurate dedup on {n:,} items (2 threads): {wall:.1f}s wall, peak RSS {peak:.0f} "
-        f"MiB; removed {c['removed']:,} ({c['removed_same_id'] + c['removed_same_content']:,} "
-        f"exact, {c['removed_near']:,} near), {c['candidate_pairs']:,} candidate pairs, "
-        f"{c['oversized_buckets']} oversized buckets"
-    )
-    ok = wall < 180 and peak < 4096
-    print(f"goal 1M items < 180 s and < 4096 MiB: {'OK' if ok else 'NOT MET'}")
+    d = DedupConfig()
+    text = pl.from_arrow(table.slice(0, k).select(list(d.fields)))
+    offsets, values, sig = shingle_and_sign(text, np.arange(k), d)  # type: ignore[arg-type]
+    sets = [values[offsets[i] : offsets[i + 1]].tolist() for i in range(k)]
+    ms = MinHash.bulk(sets, num_perm=d.num_perm, seed=d.seed, hashfunc=int)
+    return bool(np.array_equal(np.stack([m.hashvalues for m in ms]), sig))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--items", type=int, default=100_000, help="0: part 2 only")
-    ap.add_argument("--ds-items", type=int, default=0, help="datasketch on the first N (0: all)")
-    ap.add_argument("--stage-items", type=int, default=1_000_000, help="0: skip part 2")
-    args = ap.parse_args()
-    import numba
+    from dedup_contenders import CONTENDERS, child  # bench/ is sys.path[0] when run
 
-    if not args.items:
-        with tempfile.TemporaryDirectory(prefix="bench-dedup-") as d:
-            return stage_run(args.stage_items, Path(d))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="threads per child (each library)")
+    ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--child", choices=CONTENDERS, help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child, args.corpus, args.out, args.threshold)
+
+    import polars as pl
+    import pyarrow.parquet as pq
+    from dedup_truth import codes, truth_pairs
+
+    from pipeline.config import DedupConfig
+
+    names = list(CONTENDERS)
+    try:
+        import rensa  # noqa: F401
+    except ImportError:
+        print("rensa is not installed (pip install rensa): skipped")
+        names.remove("rensa")
+    d = DedupConfig(threshold=args.threshold)
     t = time.time()
     table = generate(args.items)
+    print(f"generated {args.items:,} items in {time.time() - t:.0f}s; cpus {os.cpu_count()}")
+    env = {**os.environ, **{v: str(args.threads) for v in THREAD_VARS}}
+    with tempfile.TemporaryDirectory(prefix="bench-dedup-") as tmp:
+        corpus, warm = Path(tmp) / "corpus.parquet", Path(tmp) / "warm.parquet"
+        pq.write_table(table.select(list(d.fields)), corpus)
+        pq.write_table(table.slice(0, 2000).select(list(d.fields)), warm)
+        t = time.time()
+        text = pl.read_parquet(corpus)
+        from pipeline.dedup.shingles import shingle_sets
+
+        offsets, values = shingle_sets([text[f].to_arrow() for f in d.fields], list(d.fields), 5)
+        ta, tb, _ = truth_pairs(offsets, values, args.threshold)
+        truth = codes(ta, tb)
+        print(
+            f"exact truth (prefix filtering): {len(truth):,} pairs at J >= {args.threshold} "
+            f"in {time.time() - t:.1f}s; datasketch signatures identical to ours: "
+            f"{same_signatures(table)}"
+        )
+        for name in names:  # untimed: numba's on-disk cache and .pyc files are made here
+            run_child(name, warm, Path(tmp) / f"warm-{name}", args.threshold, env)
+        print(
+            f"children: {', '.join(f'{v}={args.threads}' for v in THREAD_VARS)}; "
+            f"{args.rounds} rounds, order rotating"
+        )
+        rows: dict[str, list[dict]] = {n: [] for n in names}
+        for r in range(args.rounds):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for name in order:
+                res = run_child(name, corpus, Path(tmp) / f"r{r}-{name}", args.threshold, env)
+                found = np.unique(res.pop("pairs"))
+                res["recall"] = np.isin(truth, found).mean() if len(truth) else 1.0
+                res["false"] = int((~np.isin(found, truth)).sum())
+                res["found"] = len(found)
+                rows[name].append(res)
+                print(
+                    f"round {r + 1} {name:<10} wall {res['wall']:6.1f}s  cpu {res['cpu']:6.1f}s  "
+                    f"rss {res['rss']:5.0f} MiB  threads {res['threads']}  "
+                    f"candidates {res['candidates']:>9,}  pairs {res['found']:>8,}  "
+                    f"recall {res['recall']:.4f}  phases {res['phases']}"
+                )
+    report(rows, names, args.items, len(truth))
+
+
+def report(rows: dict[str, list[dict]], names: list[str], n: int, ntruth: int) -> None:
+    print(f"\nmedians over {len(rows['editcurate'])} rounds ({n:,} items, {ntruth:,} true pairs):")
+    for name in names:
+        rs = rows[name]
+        cpu = statistics.median(r["cpu"] for r in rs)
+        recalls = sorted({round(r["recall"], 6) for r in rs})
+        print(
+            f"  {name:<10} wall {statistics.median(r['wall'] for r in rs):6.1f}s  cpu {cpu:6.1f}s "
+            f"({n / cpu:,.0f} items per CPU second)  recall {'/'.join(map(str, recalls))}  "
+            f"pairs not in truth {max(r['false'] for r in rs)}"
+        )
+    ours = rows["editcurate"]
+    ratios = {}
+    for name in names[1:]:
+        cpu = statistics.median(b["cpu"] / o["cpu"] for o, b in zip(ours, rows[name], strict=True))
+        wall = statistics.median(
+            b["wall"] / o["wall"] for o, b in zip(ours, rows[name], strict=True)
+        )
+        ratios[name] = cpu
+        print(f"  editcurate vs {name:<10} median paired ratio: cpu {cpu:.2f}x, wall {wall:.2f}x")
+    recall = min(r["recall"] for r in ours)
+    goal = {"datasketch": 10.0, "rensa": 2.0}
+    ok = recall >= 0.995 and all(ratios.get(k, 0.0) >= g for k, g in goal.items())
     print(
-        f"generated {args.items:,} items in {time.time() - t:.0f}s; "
-        f"numba threads {numba.get_num_threads()}, cpus {os.cpu_count()}"
+        "goal: >= 10x datasketch and >= 2x rensa per CPU second at recall >= 0.995: "
+        + ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items())
+        + f", recall {recall:.4f} -> {'OK' if ok else 'NOT MET'}"
+        + ("" if "rensa" in ratios else " (rensa not measured)")
     )
-    ours(table.slice(0, 1000))  # compile / load the kernels outside the timing
-    runs = [ours(table) for _ in range(3)]
-    offs, vals, sig, cand, _ = runs[0]
-    first = sum(runs[0][-1].values())
-    best = min(runs, key=lambda r: sum(r[-1].values()))[-1]
-    total = sum(best.values())
-    n_ds = args.ds_items or args.items
-    ds_s, ds_sig = datasketch_strict(offs, vals, n_ds)
-    same = np.array_equal(ds_sig, sig[:n_ds])
-    typ_n = min(n_ds, 20_000)
-    typ_s = datasketch_typical(table, typ_n) * n_ds / typ_n
-    per = {k: f"{v:.2f}s" for k, v in best.items()}
-    print(
-        f"ours: {args.items:,} items in {total:.2f}s, best of 3 ({args.items / total:,.0f} "
-        f"items/s) {per}; first run {first:.2f}s; {len(cand.a):,} candidate pairs"
-    )
-    print(
-        f"datasketch strict (identical signatures: {same}): {n_ds:,} items in {ds_s:.1f}s "
-        f"({n_ds / ds_s:,.0f} items/s)"
-    )
-    print(
-        f"datasketch typical (re + sha1): {typ_s:.1f}s for {n_ds:,} items "
-        f"({n_ds / typ_s:,.0f} items/s; timed on {typ_n:,})"
-    )
-    for name, base in (("strict", ds_s), ("typical", typ_s)):
-        ratio, ratio_first = base / n_ds / (total / args.items), base / n_ds / (first / args.items)
-        print(f"speed-up vs datasketch {name}: {ratio:.1f}x (first run {ratio_first:.1f}x)")
-    print("goal: >= 20x vs datasketch at identical signatures (strict)")
-    if args.stage_items:
-        with tempfile.TemporaryDirectory(prefix="bench-dedup-") as d:
-            stage_run(args.stage_items, Path(d))
 
 
 if __name__ == "__main__":
