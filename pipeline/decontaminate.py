@@ -27,6 +27,7 @@ from pipeline.config import Config, DedupConfig, SourceConfig, canonical_text, u
 from pipeline.console import console
 from pipeline.dedup import index as ix
 from pipeline.errors import EnvError
+from pipeline.executors import batches, merge
 from pipeline.ingest import table
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.opening import check_source_path
@@ -117,37 +118,45 @@ def benchmark_index(cfg: Config, d: DedupConfig) -> tuple[ix.Index, dict[str, An
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = settings(cfg)
-    src = pq.ParquetFile(io.input(INPUT))
-    schema = src.schema_arrow
+    src = io.input(INPUT)
+    schema = pq.read_schema(src)
     removed_schema = schema
     for name, typ in REMOVED_EXTRA:
         removed_schema = removed_schema.append(pa.field(name, typ))
     index, per = benchmark_index(cfg, d) if cfg.decontaminate.against else (None, {})
-    counts: Counter[str] = Counter(items_in=src.metadata.num_rows, kept=0, removed=0)
-    hits: Counter[str] = Counter()
+    n = pq.ParquetFile(src).metadata.num_rows
+    counts: dict[str, Any] = {"items_in": n, "kept": 0, "removed": 0}
     with (
         io.sink("kept.parquet", schema) as kept_w,
         io.sink("removed.parquet", removed_schema) as removed_w,
         io.progress() as bar,
     ):
-        task = bar.add_task("decontaminate", total=src.metadata.num_rows)
-        for batch in src.iter_batches(batch_size=d.batch_size):
-            t = pa.Table.from_batches([batch], schema=schema)
-            if index is None:
-                kept_w.write_table(t)
-                counts["kept"] += t.num_rows
-            else:
-                kept, removed, c = _one_batch(t, index, d)
-                kept_w.write_table(kept)
-                removed_w.write_table(removed.cast(removed_schema))
-                counts.update(c)
-                hits.update(removed["benchmark_source"].to_pylist())
-            bar.advance(task, t.num_rows)
+        task = bar.add_task("decontaminate", total=n)
+        # the matching runs on the configured executor (run.executor), batch by batch
+        ctx = (index, d, schema, removed_schema)
+        for outs, c, rows in batches(cfg, src, _match_batch, ctx, d.batch_size):
+            kept_w.write_table(outs["kept"])
+            if "removed" in outs:
+                removed_w.write_table(outs["removed"])
+            merge(counts, c)
+            bar.advance(task, rows)
+    hits = counts.pop("hits", {})
     for entry, got in per.items():
         got["removed"] = hits.get(entry, 0)
     counts["benchmark_items"] = len(index) if index is not None else 0
     extra = {"threshold": d.threshold, "fields": list(d.fields), "benchmarks": per}
-    return dict(counts), extra
+    return counts, extra
+
+
+def _match_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One batch -> kept (and removed) rows and counts; pure, so any executor may run it."""
+    index, d, schema, removed_schema = ctx
+    t = pa.Table.from_batches([batch], schema=schema)
+    if index is None:
+        return {"kept": t}, {"kept": t.num_rows}
+    kept, removed, got = _one_batch(t, index, d)
+    c: dict[str, Any] = {**got, "hits": dict(Counter(removed["benchmark_source"].to_pylist()))}
+    return {"kept": kept, "removed": removed.cast(removed_schema)}, c
 
 
 def _one_batch(

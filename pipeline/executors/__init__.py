@@ -1,12 +1,18 @@
-"""Executors run a map stage's batches: `local` in this process, `ray` on Ray Data.
+"""Executors run per-batch work: `local` in this process, `ray` on Ray Data.
 
-Both hand their results to the same `Writer`, which re-chunks every output into row groups of
-exactly the stage's batch size, so the Parquet files are byte-identical whichever executor
-ran (and however Ray split the input into blocks). Whole-stage `step`s run in the driver.
+`batches(cfg, src, fn, ctx, size)` is the one entry: `fn(batch, ctx) -> (outputs, counts)`
+over `size`-row batches of a Parquet file, results yielded in input order, whichever executor
+runs them. A map stage (filter) is that plus the `Writer`, which re-chunks every output into
+row groups of exactly the stage's batch size, so files are byte-identical whichever executor
+ran (and however Ray split the input into blocks); whole-stage steps call `batches` for their
+own per-item work (decontaminate's matching, export's split files) and do the rest in the
+driver.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,6 +26,36 @@ if TYPE_CHECKING:
     from pipeline.stage import Stage
 
 DEFAULT_BATCH = 65_536
+
+# fn(batch, ctx) -> ({output name: table}, {count: number}); pure, so any worker can run it
+BatchFn = Callable[[pa.RecordBatch, Any], tuple[dict[str, Any], dict[str, Any]]]
+Result = tuple[dict[str, pa.Table], dict[str, Any], int]  # outputs, counts, rows in
+
+
+def batches(
+    cfg: Config,
+    src: Path,
+    fn: BatchFn,
+    ctx: Any,
+    size: int,
+    columns: list[str] | None = None,
+) -> Iterator[Result]:
+    """fn over `size`-row batches of `src` (only `columns`), in input order, on the
+    configured executor (run.executor)."""
+    if cfg.run.executor == "ray":
+        from pipeline.executors.ray import ray_batches
+
+        yield from ray_batches(cfg, src, fn, ctx, size, columns)
+        return
+    import pyarrow.parquet as pq
+
+    for batch in pq.ParquetFile(src).iter_batches(batch_size=size, columns=columns):
+        outs, counts = fn(batch, ctx)
+        yield {k: _table(v) for k, v in outs.items()}, counts, batch.num_rows
+
+
+def _table(b: Any) -> pa.Table:
+    return pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
 
 
 def batch_size(stage: Stage, cfg: Config) -> int:
@@ -60,7 +96,7 @@ class Writer:
 
     def add(self, outs: dict[str, Any], counts: dict[str, Any]) -> None:
         for name, b in outs.items():
-            t = pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
+            t = _table(b)
             self.pending[name].append(t.cast(self.schemas[name]))  # the declared schema
             self.rows[name] += t.num_rows
             while self.rows[name] >= self.size:

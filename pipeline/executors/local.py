@@ -1,4 +1,4 @@
-"""The local executor: a map stage's batches through its `map`, in this process."""
+"""A map stage (`Stage.map`): its batches through the configured executor, then the Writer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from pipeline.executors import Writer, batch_size
+from pipeline.executors import Writer, batch_size, batches
 from pipeline.stage import resolve
 
 if TYPE_CHECKING:
@@ -20,13 +20,14 @@ def run_map(stage: Stage, cfg: Config, io: StageIO) -> dict[Any, Any]:
     """The summed counts; the outputs are written through io."""
     ctx = resolve(stage.start)(cfg) if stage.start else cfg
     fn = resolve(stage.map)  # type: ignore[arg-type]
-    src = pq.ParquetFile(io.input(stage.reads[0]))
+    src = io.input(stage.reads[0])
     size = batch_size(stage, cfg)
+    where = " (ray)" if cfg.run.executor == "ray" else ""
     with ExitStack() as stack:
-        out = Writer(stage, io, src.schema_arrow, size, stack)
+        out = Writer(stage, io, pq.read_schema(src), size, stack)
         bar = stack.enter_context(io.progress())
-        task = bar.add_task(stage.name, total=src.metadata.num_rows)
-        for batch in src.iter_batches(batch_size=size):
-            out.add(*fn(batch, ctx))
-            bar.advance(task, batch.num_rows)
+        task = bar.add_task(stage.name + where, total=pq.ParquetFile(src).metadata.num_rows)
+        for outs, counts, rows in batches(cfg, src, fn, ctx, size):
+            out.add(outs, counts)
+            bar.advance(task, rows)
         return out.close()

@@ -1,29 +1,25 @@
-"""The Ray executor: a map stage's `map` over Ray Data (`read_parquet` -> `map_batches`).
+"""The Ray executor: per-batch work over Ray Data (`read_parquet` -> `map_batches`).
 
 Ray (`pip install 'editcurate[ray]'`) is started once per process: `ray.init(address=...)`
 with `run.ray_address`, or a local instance with `run.num_cpus` CPUs. Every batch's outputs
-come back to the driver in input order (preserve_order) as Arrow IPC, and go through the same
-Writer as the local executor, so the files are byte-identical. Whole-stage steps (dedup's
-banding and clustering, shapes' grouping, export's splits) run in the driver.
+come back to the driver in input order (preserve_order) as Arrow IPC and are written by the
+stage exactly as local results are, so the files are byte-identical.
 """
 
 from __future__ import annotations
 
 import json
-from contextlib import ExitStack
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.errors import EnvError
-from pipeline.executors import Writer, batch_size
-from pipeline.stage import resolve
+from pipeline.executors import BatchFn, Result
 
 if TYPE_CHECKING:
     from pipeline.config import Config
-    from pipeline.runner import StageIO
-    from pipeline.stage import Stage
 
 
 def ensure_ray(cfg: Config) -> Any:
@@ -53,16 +49,15 @@ def _table(b: bytes) -> pa.Table:
     return pa.ipc.open_stream(b).read_all()
 
 
-def run_map(stage: Stage, cfg: Config, io: StageIO) -> dict[Any, Any]:
+def ray_batches(
+    cfg: Config, src: Path, fn: BatchFn, ctx: Any, size: int, columns: list[str] | None
+) -> Iterator[Result]:
+    """fn over `size`-row batches of src on Ray Data, yielded in input order (preserve_order):
+    each worker returns its outputs as Arrow IPC bytes and its counts as JSON."""
     ensure_ray(cfg)
     import ray.data as rd
 
     rd.DataContext.get_current().execution_options.preserve_order = True
-    ctx = resolve(stage.start)(cfg) if stage.start else cfg
-    fn = resolve(stage.map)  # type: ignore[arg-type]
-    src = io.input(stage.reads[0])
-    size = batch_size(stage, cfg)
-    names = [o.name for o in stage.writes if o.name.endswith(".parquet")]
 
     def udf(batch: pa.Table) -> pa.Table:
         outs, counts = fn(
@@ -71,28 +66,25 @@ def run_map(stage: Stage, cfg: Config, io: StageIO) -> dict[Any, Any]:
             else pa.RecordBatch.from_pylist([], schema=batch.schema),
             ctx,
         )
-        row: dict[str, list[Any]] = {
-            n: [_ipc(_as_table(outs[n]))] if n in outs else [b""] for n in names
-        }
-        row["__counts"] = [json.dumps(_jsonable(counts))]
-        row["__rows"] = [batch.num_rows]
-        return pa.table(row)
+        return pa.table(
+            {
+                "__outs": [json.dumps(sorted(outs))],
+                "__ipc": [[_ipc(_as_table(outs[n])) for n in sorted(outs)]],
+                "__counts": [json.dumps(_jsonable(counts))],
+                "__rows": [batch.num_rows],
+            }
+        )
 
-    ds = rd.read_parquet(str(src)).map_batches(
+    ds = rd.read_parquet(str(src), columns=columns).map_batches(
         udf, batch_format="pyarrow", batch_size=size, zero_copy_batch=True
     )
-    with ExitStack() as stack:
-        out = Writer(stage, io, pq.read_schema(src), size, stack)
-        bar = stack.enter_context(io.progress())
-        task = bar.add_task(f"{stage.name} (ray)", total=pq.ParquetFile(src).metadata.num_rows)
-        for res in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-            assert isinstance(res, pa.Table)
-            for k in range(res.num_rows):
-                outs = {n: _table(res[n][k].as_py()) for n in names if res[n][k].as_py()}
-                counts = json.loads(res["__counts"][k].as_py())
-                out.add(outs, counts)
-                bar.advance(task, res["__rows"][k].as_py())
-        return out.close()
+    for res in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+        assert isinstance(res, pa.Table)
+        for k in range(res.num_rows):
+            names = json.loads(res["__outs"][k].as_py())
+            blobs = res["__ipc"][k].as_py()
+            outs = {n: _table(b) for n, b in zip(names, blobs, strict=True)}
+            yield outs, json.loads(res["__counts"][k].as_py()), res["__rows"][k].as_py()
 
 
 def _as_table(b: Any) -> pa.Table:

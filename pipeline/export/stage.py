@@ -14,6 +14,7 @@ from rich.text import Text
 
 from pipeline.config import Config
 from pipeline.console import console
+from pipeline.executors import batches
 from pipeline.export.card import card, save_hf
 from pipeline.export.split import (
     SPLITS,
@@ -27,6 +28,19 @@ from pipeline.template import render
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
+
+
+def _split_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One batch of shapes' kept rows -> its rows per split (pure: any executor runs it)."""
+    split_of, schema, fmt = ctx
+    rows = cast(pl.DataFrame, pl.from_arrow(batch)).join(
+        split_of, on="id", how="left", maintain_order="left"
+    )
+    outs = {}
+    for name in SPLITS:
+        part = rows.filter(pl.col("split") == name).drop("split").to_arrow()
+        outs[name] = (_with_sft(part) if fmt == "sft" else part).cast(schema)
+    return outs, {}
 
 
 def _with_sft(t: pa.Table) -> pa.Table:
@@ -58,24 +72,19 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     assigned = assign_splits(items, clusters, shapes, e)
     cross = leakage(assigned, items, clusters, shapes, e)
     split_of = assigned.select("id", "split", "export_group")
-    reader = pq.ParquetFile(src)
-    schema = reader.schema_arrow.append(pa.field("export_group", pa.int64()))
+    schema = pq.read_schema(src).append(pa.field("export_group", pa.int64()))
     if e.format == "sft":
         schema = schema.append(pa.field("prompt", pa.string()))
         schema = schema.append(pa.field("completion", pa.string()))
     counts: dict[str, Any] = dict.fromkeys(SPLITS, 0)
     with ExitStack() as stack:
         sinks = {name: stack.enter_context(io.sink(f"{name}.parquet", schema)) for name in SPLITS}
-        for batch in reader.iter_batches(batch_size=BATCH):
-            rows = cast(pl.DataFrame, pl.from_arrow(batch)).join(
-                split_of, on="id", how="left", maintain_order="left"
-            )
+        # rows are split on the configured executor (run.executor), batch by batch
+        ctx = (split_of, schema, e.format)
+        for outs, _, _ in batches(cfg, src, _split_batch, ctx, BATCH):
             for name in SPLITS:
-                part = rows.filter(pl.col("split") == name).drop("split").to_arrow()
-                if e.format == "sft":
-                    part = _with_sft(part)
-                sinks[name].write_table(part.cast(schema))
-                counts[name] += part.num_rows
+                sinks[name].write_table(outs[name])
+                counts[name] += outs[name].num_rows
     per_item = items.select("id", "source").join(split_of, on="id", how="left")
     counts["items_in"] = items.height
     counts["groups"] = assigned["export_group"].n_unique()
