@@ -1,13 +1,15 @@
-"""The shapes stage: "same edit shape" groups (normalise.py, group.py, stage.py)."""
+"""The shapes stage: "same edit shape" groups (normalise.py, kernels.py, columns.py, group.py,
+stage.py)."""
 
+from pipeline.shapes.columns import key_frame, shape_columns
 from pipeline.shapes.group import (
     POLICIES,
     SCOPES,
     ShapesResult,
+    analyse,
     cap_groups,
     find_shapes,
     group_shapes,
-    shape_columns,
     spread_order,
 )
 from pipeline.shapes.normalise import (
@@ -32,6 +34,7 @@ __all__ = [
     "SCOPES",
     "SHAPES_SCHEMA",
     "ShapesResult",
+    "analyse",
     "cap_groups",
     "changed_lines",
     "collapse_ws",
@@ -39,6 +42,7 @@ __all__ = [
     "edit_shape",
     "find_shapes",
     "group_shapes",
+    "key_frame",
     "nearest_context_line",
     "normalise_line",
     "normalise_text",

@@ -7,127 +7,137 @@ is not part of "where" by default: the same edit made in two files of one commit
 `edit` scope groups the same whole normalised edit (before and after, digits, versions,
 hashes and whitespace normalised) across the whole corpus; export keeps each in one split.
 
-Cost: the line diff is difflib per item and line normalisation is Python `re` over the
-distinct changed lines (cached), roughly 20-50 us per item; the edit key, grouping, ranking and
-ordering are polars.
+Everything here works on the compact rows of columns.key_frame (one per item: shape text,
+digit flag, per scope the 128-bit sha256 of the group key), never on the items' text. A group
+is one distinct key; groups are numbered in key order (the hex shape_key, then the next 64
+bits where two keys share it), sizes and ranks are numpy and polars over those rows.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from pipeline.config import SHAPE_POLICIES, SHAPE_SCOPES, ShapesConfig
-from pipeline.dedup import clusters as C
-from pipeline.shapes.normalise import _COUNTS, edit_key_expr, edit_shape_refs, nearest_context_line
+from pipeline.config import SHAPE_POLICIES, ShapesConfig
+from pipeline.dedup.clusters import rank_exprs, sort_best
+from pipeline.shapes.columns import SCOPES, key_frame, rank_columns
+from pipeline.shapes.sha import hex16, sha256_128
 
-SCOPES = SHAPE_SCOPES  # the config's vocabulary (pipeline/config/models.py)
 POLICIES = SHAPE_POLICIES
+CHUNK = 1 << 16  # shapes rows per written part: bounded memory, not too many row groups
+# (rows) -> their path, repo and comment, in that order: for the largest groups' examples
+Fetch = Callable[[list[int]], pl.DataFrame]
 
 
-def _where(scope: str, path_in_key: bool) -> pl.Expr:
-    """The part of a group key that says where the edit was made."""
-    if scope == "edit":
-        return pl.lit("")
-    if scope == "corpus":
-        return pl.col("path").str.split("/").list.last() if path_in_key else pl.lit("")
-    cols = ["repo", "change"] if scope == "change" else ["repo"]
-    return pl.concat_str([*cols, *(["path"] if path_in_key else [])], separator="\0")
+def _groups(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(group id, group size) per row: one group per distinct (hi, lo), numbered in order."""
+    n = len(hi)
+    order = np.argsort(hi, kind="stable")
+    sh, sl = hi[order], lo[order]
+    if ((sh[1:] == sh[:-1]) & (sl[1:] != sl[:-1])).any():  # two keys share 64 bits: rare
+        order = np.lexsort((lo, hi))
+        sh, sl = hi[order], lo[order]
+    new = np.ones(n, bool)
+    new[1:] = (sh[1:] != sh[:-1]) | (sl[1:] != sl[:-1])
+    ranked = np.cumsum(new, dtype=np.int64) - 1
+    gid = np.empty(n, np.int64)
+    gid[order] = ranked
+    return gid, np.bincount(ranked, minlength=1)[gid].astype(np.int64)
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def shape_columns(df: pl.DataFrame, context_key: bool = False) -> pl.DataFrame:
-    """_row, shape_text, digit_only, _ctx (nearest context line and, for a digit-only edit,
-    the references its shape stopped naming: context_key tells bumps apart) and _edit."""
-    counts = [df[c].fill_null(0) if c in df.columns else [0] * df.height for c in _COUNTS]
-    shapes = [
-        edit_shape_refs(b, a, r, d)
-        for b, a, r, d in zip(df["before"], df["after"], *counts, strict=True)
-    ]
-    if context_key:
-        ctx = [
-            nearest_context_line(c) + ("\x1e" + s[2] if s[2] else "")
-            for c, s in zip(df["context"], shapes, strict=True)
-        ]
-    else:
-        ctx = [""] * df.height
-    edit = df.select(
-        pl.concat_str([edit_key_expr("before"), edit_key_expr("after")], separator="\x1f")
-    ).to_series()
-    return pl.DataFrame(
-        {
-            "_row": np.arange(df.height, dtype=np.int64),
-            "shape_text": [s[0] for s in shapes],
-            "digit_only": [s[1] for s in shapes],
-            "_ctx": ctx,
-            "_edit": edit,
-        },
-        schema={
-            "_row": pl.Int64,
-            "shape_text": pl.String,
-            "digit_only": pl.Boolean,
-            "_ctx": pl.String,
-            "_edit": pl.String,
-        },
-    )
-
-
-def group_shapes(df: pl.DataFrame, s: ShapesConfig) -> pl.DataFrame:
-    """SHAPES_SCHEMA rows (+ `_row`) for every item at every scope, sorted (scope, group, id)."""
-    base = pl.concat(
-        [df.select("id", "repo", "change", "path"), shape_columns(df, s.context_key)],
-        how="horizontal",
-    )
-    base = base.with_columns(
-        _shape=pl.concat_str(
-            [pl.col("digit_only").cast(pl.String), pl.col("_ctx"), pl.col("shape_text")],
-            separator="\x1f",
-        )
-    )
-    parts = []
+def number_groups(keys: pl.DataFrame) -> pl.DataFrame:
+    """keys plus `group_<scope>` and `size_<scope>` for every scope, less the `_l_<scope>`
+    words (they only tell groups apart)."""
+    cols = []
     for scope in SCOPES:
-        # grouped on the key columns; the key's text and its sha are made once per group,
-        # not once per item (at 1M items the per-item strings cost gigabytes)
-        what = "_edit" if scope == "edit" else "_shape"
-        part = base.with_columns(scope=pl.lit(scope), _where=_where(scope, s.path_in_key))
-        keys = part.select("_where", what).unique()
-        text = pl.concat_str([pl.lit(scope), "_where", what], separator="\x1f")
-        keys = keys.with_columns(
-            shape_key=text.map_elements(_sha, return_dtype=pl.String), _text=text
-        ).sort("shape_key", "_text")
-        keys = keys.drop("_text").with_row_index("group_id")
-        keys = keys.with_columns(pl.col("group_id").cast(pl.Int64))
-        part = part.join(keys, on=["_where", what], how="left")
-        part = part.select(
-            "id", "scope", "shape_key", "shape_text", "digit_only", "group_id", "_row"
-        )
-        parts.append(part.with_columns(group_size=pl.len().over("group_id").cast(pl.Int64)))
-    out = pl.concat(parts).sort(["scope", "group_id", "id", "_row"])
-    return out.select(
-        "id", "scope", "shape_key", "shape_text", "digit_only", "group_id", "group_size", "_row"
-    )
+        gid, size = _groups(keys[f"_k_{scope}"].to_numpy(), keys[f"_l_{scope}"].to_numpy())
+        cols += [pl.Series(f"group_{scope}", gid), pl.Series(f"size_{scope}", size)]
+    return keys.drop(f"_l_{scope}" for scope in SCOPES).with_columns(cols)
 
 
-def cap_groups(
-    df: pl.DataFrame, shapes: pl.DataFrame, s: ShapesConfig, keeper: list[str]
-) -> pl.DataFrame:
+def _size_bucket(n: int) -> str:
+    for hi, label in ((1, "1"), (2, "2"), (4, "3-4"), (9, "5-9"), (49, "10-49")):
+        if n <= hi:
+            return label
+    return "50+"
+
+
+@dataclass
+class ShapesResult:
+    keys: pl.DataFrame  # key_frame rows (input order) + group_<scope>, size_<scope>
+    removed: pl.DataFrame  # _row, scope, group_id, keeper_id
+    batch_order: np.ndarray | None  # spread only
+    counts: dict[str, Any]
+    largest: list[dict[str, Any]]
+    by_size: dict[str, dict[str, int]]
+    _id_rank: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def annotations(self) -> pl.DataFrame:
+        """Per input row: the group columns annotate adds to kept."""
+        cols = [pl.col("_row")]
+        for scope in SCOPES:
+            cols += [
+                pl.col(f"group_{scope}").alias(f"shape_group_{scope}"),
+                pl.col(f"size_{scope}").alias(f"shape_size_{scope}"),
+            ]
+        return self.keys.select(*cols, pl.col("digit_only").alias("shape_digit_only"))
+
+    def id_rank(self) -> np.ndarray:
+        """Each row's place in (id, _row) order: shapes rows sort by it within a group."""
+        if self._id_rank is None:
+            order = self.keys.select(pl.arg_sort_by("id", "_row")).to_series().to_numpy()
+            self._id_rank = np.empty(len(order), np.int64)
+            self._id_rank[order] = np.arange(len(order))
+        return self._id_rank
+
+    def shape_parts(self, chunk: int = 0) -> Iterator[pl.DataFrame]:
+        """SHAPES_SCHEMA rows (+ `_row`) for every item at every scope, sorted (scope, group,
+        id), a part at a time."""
+        rank, chunk = self.id_rank(), chunk or CHUNK
+        cols = ["id", "shape_text", "digit_only", "_row"]
+        for scope in sorted(SCOPES):
+            gid = self.keys[f"group_{scope}"].to_numpy()
+            order = np.lexsort((rank, gid))
+            for start in range(0, max(len(order), 1), chunk):
+                at = order[start : start + chunk]
+                part = self.keys.select(*cols, f"_k_{scope}", f"group_{scope}", f"size_{scope}")
+                part = part[at]
+                yield part.select(
+                    "id",
+                    pl.lit(scope).alias("scope"),
+                    pl.Series("shape_key", hex16(part[f"_k_{scope}"].to_numpy()), pl.String),
+                    "shape_text",
+                    "digit_only",
+                    pl.col(f"group_{scope}").alias("group_id"),
+                    pl.col(f"size_{scope}").alias("group_size"),
+                    "_row",
+                )
+
+    @property
+    def shapes(self) -> pl.DataFrame:
+        """All of shape_parts in one frame (tests and small runs)."""
+        return pl.concat(list(self.shape_parts()))
+
+
+def cap_groups(keys: pl.DataFrame, s: ShapesConfig, keeper: list[str]) -> pl.DataFrame:
     """Rows removed by `cap` at s.scope: _row, scope, group_id, keeper_id (input row order).
 
     Within a group, items are ranked as dedup ranks its keepers; the first k stay.
     """
-    g = shapes.filter(pl.col("scope") == s.scope).select("_row", "group_id", "digit_only")
-    ranked = C.best_first(
-        df.with_row_index("_row").with_columns(pl.col("_row").cast(pl.Int64)).join(g, on="_row"),
-        "group_id",
-        keeper,
-    )
+    _, desc = rank_exprs(keeper)
+    aliased = {f"_rank{k}": pl.col(name) for k, name in rank_columns(keeper)}
+    ranks = [
+        aliased.get(f"_rank{k}", pl.col(f"_rank{k}")).alias(f"_rank{k}") for k in range(len(desc))
+    ]
+    group = pl.col(f"group_{s.scope}").alias("group_id")
+    g = keys.select("_row", "id", "digit_only", group, *ranks)
+    # keys are in input order and sort_best keeps ties in order: the earlier row ranks first
+    ranked = sort_best(g, "group_id", desc)
     ranked = ranked.with_columns(
         _k=pl.int_range(pl.len()).over("group_id"),
         keeper_id=pl.col("id").first().over("group_id"),
@@ -138,6 +148,28 @@ def cap_groups(
         .sort("_row")
         .select("_row", pl.lit(s.scope).alias("scope"), "group_id", "keeper_id")
     )
+
+
+def spread_positions(
+    key: np.ndarray, size: np.ndarray, ih: np.ndarray, window: int, seed: int
+) -> tuple[np.ndarray, int]:
+    """(batch_order per row, conflicts) from each row's group key (64-bit shape_key), group
+    size and seeded item hash: see spread_order."""
+    n = len(key)
+    if n == 0:
+        return np.empty(0, np.int64), 0
+    uniq, inv = np.unique(key, return_inverse=True)
+    named = pl.Series(hex16(uniq), dtype=pl.String)
+    gh = sha256_128(f"{seed}\0" + named)[0][inv.reshape(-1)]
+    t = np.lexsort((np.arange(n), ih, key, gh, -size))
+    nb = -(-n // window)
+    last = n - (nb - 1) * window  # slots in the last window
+    r, b = np.repeat(np.arange(window), nb), np.tile(np.arange(nb), window)
+    pos = (b * window + r)[(b < nb - 1) | (r < last)]
+    order = np.empty(n, np.int64)
+    order[t] = pos
+    win = pl.DataFrame({"k": key[t], "w": pos // window})
+    return order, int(n - win.unique().height)
 
 
 def spread_order(
@@ -152,102 +184,61 @@ def spread_order(
     (first, on a full row) gets B. A larger group must collide: each item sharing a window
     with an earlier member of its group counts as one conflict.
     """
-    n = df.height
-    if n == 0:
-        return np.empty(0, np.int64), 0
-    g = shapes.filter(pl.col("scope") == scope).select("_row", "shape_key", "group_size")
-    ids = df.select("id", "source", "source_ref").with_row_index("_row")
-    t = ids.with_columns(pl.col("_row").cast(pl.Int64)).join(g, on="_row")
-    t = t.with_columns(
-        _gh=pl.col("shape_key").map_elements(lambda k: _sha(f"{seed}\0{k}"), pl.String),
-        _ih=pl.concat_str(["id", "source", "source_ref"], separator="\0").map_elements(
-            lambda k: _sha(f"{seed}\0{k}"), pl.String
-        ),
-    ).sort(
-        ["group_size", "_gh", "shape_key", "_ih", "_row"],
-        descending=[True, False, False, False, False],
+    g = shapes.filter(pl.col("scope") == scope).sort("_row")
+    key = np.frombuffer(bytes.fromhex("".join(g["shape_key"].to_list())), ">u8")
+    ih = df.select(pl.concat_str([pl.lit(str(seed)), "id", "source", "source_ref"], separator="\0"))
+    return spread_positions(
+        key.astype(np.uint64),
+        g["group_size"].to_numpy(),
+        sha256_128(ih.to_series())[0],
+        window,
+        seed,
     )
-    nb = -(-n // window)
-    last = n - (nb - 1) * window  # slots in the last window
-    slots = [(b, r) for r in range(window) for b in range(nb) if b < nb - 1 or r < last]
-    pos = np.array([b * window + r for b, r in slots], dtype=np.int64)
-    order = np.empty(n, np.int64)
-    order[t["_row"].to_numpy()] = pos
-    win = pl.DataFrame({"k": t["shape_key"], "w": pos // window})
-    conflicts = int(win.height - win.unique().height)
-    return order, conflicts
 
 
-@dataclass
-class ShapesResult:
-    shapes: pl.DataFrame  # SHAPES_SCHEMA + _row
-    annotations: pl.DataFrame  # per input row: group columns to add to kept (annotate)
-    removed: pl.DataFrame  # _row, scope, group_id, keeper_id
-    batch_order: np.ndarray | None  # spread only
-    counts: dict[str, Any]
-    largest: list[dict[str, Any]]
-    by_size: dict[str, dict[str, int]]
-
-
-def _size_bucket(n: int) -> str:
-    for hi, label in ((1, "1"), (2, "2"), (4, "3-4"), (9, "5-9"), (49, "10-49")):
-        if n <= hi:
-            return label
-    return "50+"
-
-
-def find_shapes(df: pl.DataFrame, s: ShapesConfig, keeper: list[str]) -> ShapesResult:
-    """Shapes, groups and the policy's outcome for the items df (item columns)."""
-    shapes = group_shapes(df, s)
-    wide = pl.DataFrame({"_row": np.arange(df.height, dtype=np.int64)})
-    for scope in SCOPES:
-        part = shapes.filter(pl.col("scope") == scope).select(
-            "_row",
-            pl.col("group_id").alias(f"shape_group_{scope}"),
-            pl.col("group_size").alias(f"shape_size_{scope}"),
+def _largest(res: ShapesResult, scope: str, fetch: Fetch) -> list[dict[str, Any]]:
+    """The ten largest groups at scope (size > 1), each by its first member in id order."""
+    k = res.keys
+    gid, size = k[f"group_{scope}"].to_numpy(), k[f"size_{scope}"].to_numpy()
+    t = np.lexsort((res.id_rank(), gid, -size))
+    t = t[size[t] > 1]
+    firsts = t[np.r_[True, gid[t][1:] != gid[t][:-1]]][:10] if len(t) else t
+    items = fetch([int(x) for x in k["_row"].to_numpy()[firsts]])
+    out = []
+    for r, item in zip(firsts, items.iter_rows(named=True), strict=True):
+        out.append(
+            {
+                "group_id": int(gid[r]),
+                "size": int(size[r]),
+                "digit_only": bool(k["digit_only"][int(r)]),
+                "path": item["path"],
+                "repo": item["repo"],
+                "shape_text": k["shape_text"][int(r)][:200],
+                "comment": item["comment"][:80],
+            }
         )
-        wide = wide.join(part, on="_row", how="left")
-    digit = shapes.filter(pl.col("scope") == "change").select("_row", "digit_only")
-    wide = wide.join(digit.rename({"digit_only": "shape_digit_only"}), on="_row").sort("_row")
+    return out
 
+
+def analyse(keys: pl.DataFrame, s: ShapesConfig, keeper: list[str], fetch: Fetch) -> ShapesResult:
+    """Groups, the policy's outcome and the figures, from the key_frame rows of every item."""
+    keys = number_groups(keys)
+    n = keys.height
     removed = pl.DataFrame(
         schema={"_row": pl.Int64, "scope": pl.String, "group_id": pl.Int64, "keeper_id": pl.String}
     )
     order, conflicts = None, 0
     if s.policy == "cap":
-        removed = cap_groups(df, shapes, s, keeper)
+        removed = cap_groups(keys, s, keeper)
     elif s.policy == "spread":
-        order, conflicts = spread_order(df, shapes, s.scope, s.window, s.seed)
-
-    by_size: dict[str, dict[str, int]] = {}
-    for scope in SCOPES:
-        sizes = shapes.filter(pl.col("scope") == scope).group_by("group_id").agg(pl.len())
-        hist: dict[str, int] = {}
-        for k in sizes["len"].to_list():
-            hist[_size_bucket(k)] = hist.get(_size_bucket(k), 0) + 1
-        by_size[scope] = hist
-    top = (
-        shapes.filter((pl.col("scope") == s.scope) & (pl.col("group_size") > 1))
-        .sort(["group_size", "group_id", "id"], descending=[True, False, False])
-        .unique("group_id", keep="first", maintain_order=True)
-        .head(10)
-    )
-    largest = []
-    for r in top.iter_rows(named=True):
-        item = df.row(r["_row"], named=True)
-        largest.append(
-            {
-                "group_id": r["group_id"],
-                "size": r["group_size"],
-                "digit_only": r["digit_only"],
-                "path": item["path"],
-                "repo": item["repo"],
-                "shape_text": r["shape_text"][:200],
-                "comment": item["comment"][:80],
-            }
+        order, conflicts = spread_positions(
+            keys[f"_k_{s.scope}"].to_numpy(),
+            keys[f"size_{s.scope}"].to_numpy(),
+            keys["_ih"].to_numpy(),
+            s.window,
+            s.seed,
         )
-    n = df.height
-    n_digit = int(wide["shape_digit_only"].sum()) if n else 0
+    n_digit = int(keys["digit_only"].sum()) if n else 0
     counts: dict[str, Any] = {
         "items_in": n,
         "kept": n - removed.height,
@@ -256,11 +247,27 @@ def find_shapes(df: pl.DataFrame, s: ShapesConfig, keeper: list[str]) -> ShapesR
         "digit_only_share": round(n_digit / n, 4) if n else 0.0,
         "spread_conflicts": conflicts,
     }
+    by_size: dict[str, dict[str, int]] = {}
     for scope in SCOPES:
-        sc = shapes.filter((pl.col("scope") == scope) & (pl.col("group_size") > 1))
-        counts[f"groups_{scope}"] = int(sc["group_id"].n_unique())
-        counts[f"grouped_items_{scope}"] = sc.height
-    return ShapesResult(shapes, wide, removed, order, counts, largest, by_size)
+        sizes = np.bincount(keys[f"group_{scope}"].to_numpy()) if n else np.zeros(0, np.int64)
+        hist: dict[str, int] = {}
+        for k, c in zip(*np.unique(sizes, return_counts=True), strict=True):
+            hist[_size_bucket(int(k))] = hist.get(_size_bucket(int(k)), 0) + int(c)
+        by_size[scope] = hist
+        counts[f"groups_{scope}"] = int((sizes > 1).sum())
+        counts[f"grouped_items_{scope}"] = int(sizes[sizes > 1].sum())
+    res = ShapesResult(keys, removed, order, counts, [], by_size)
+    res.largest = _largest(res, s.scope, fetch)
+    return res
 
 
-# ------------------------------------------------------------------------ stage I/O
+def find_shapes(df: pl.DataFrame, s: ShapesConfig, keeper: list[str]) -> ShapesResult:
+    """Shapes, groups and the policy's outcome for the items df (item columns)."""
+    keys = key_frame(df, s, keeper if s.policy == "cap" else None)
+    return analyse(keys, s, keeper, lambda rows: df[rows].select("path", "repo", "comment"))
+
+
+def group_shapes(df: pl.DataFrame, s: ShapesConfig) -> pl.DataFrame:
+    """SHAPES_SCHEMA rows (+ `_row`) for every item at every scope, sorted (scope, group, id)."""
+    keys = number_groups(key_frame(df, s.model_copy(update={"policy": "annotate"})))
+    return ShapesResult(keys, pl.DataFrame(), None, {}, [], {}).shapes

@@ -10,12 +10,17 @@ run identically (no look-around), so the per-line reference and the vectorised c
   they bump.
 - `edit_key_expr`: the whole before and after, normalised the same way with all whitespace
   collapsed: the corpus-wide "same normalised edit" that export keeps in one split.
+
+The Python functions are the per-item reference and the tests' oracle; the stage computes the
+same column-wise (columns.py: compiled scans over lines of ASCII text, polars expressions
+through `vectorised`, and the reference only where the engines may differ).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 import polars as pl
@@ -41,6 +46,10 @@ WS_RX = r"\s+"
 
 _HEX, _NUM, _REF, _WS = (re.compile(x) for x in (HEX_RX, NUM_RX, REF_RX, WS_RX))
 _COUNTS = ("lines_removed", "lines_added")
+# A character outside printable ASCII, its whitespace and the tokens' brackets: there Python's
+# `\s` (which takes \x1c-\x1f) and `\w`/`\b` (Unicode letters and marks) may differ from
+# polars' Rust regex, so such strings take the Python reference.
+UNSAFE_RX = r"[^\t-\r -~⟨⟩]"
 
 
 def collapse_ws(line: str) -> str:
@@ -69,9 +78,49 @@ def edit_key_expr(col: str) -> pl.Expr:
     return c.str.replace_all(WS_RX, " ").str.strip_chars(" ")
 
 
+def normalise_line_expr(e: pl.Expr) -> pl.Expr:
+    """normalise_line in polars."""
+    e = e.str.replace_all(WS_RX, " ").str.strip_chars(" ")
+    return e.str.replace_all(HEX_RX, HEX).str.replace_all(NUM_RX, NUM)
+
+
+def vectorised(
+    s: pl.Series, expr: Callable[[pl.Expr], pl.Expr], ref: Callable[[str], str]
+) -> pl.Series:
+    """expr over the string column s; `ref`, its Python reference, on the strings holding an
+    UNSAFE_RX character (few in code: they cost a Python call each)."""
+    frame = pl.DataFrame({"x": s})
+    out = frame.select(expr(pl.col("x")).alias("x"), pl.col("x").str.contains(UNSAFE_RX).alias("u"))
+    odd = out["u"].arg_true()
+    if odd.len() == 0:
+        return out["x"]
+    return out["x"].scatter(odd, [ref(x) for x in s.gather(odd).to_list()])
+
+
 def refs(line: str) -> list[str]:
     """The names pinned at a version in a normalised line (`actions/cache` in `...@NUM`)."""
     return [m.group(0).rsplit("@", 1)[0] for m in _REF.finditer(line)]
+
+
+def ref_names(shape: str) -> str:
+    """The pinned names of a digit-only shape's lines, sorted, space-separated."""
+    return " ".join(sorted({r for x in shape.split("\n") for r in refs(x)}))
+
+
+def ref_names_expr(e: pl.Expr) -> pl.Expr:
+    """ref_names in polars (a match never spans lines: "\n" is in no class of REF_RX)."""
+    names = e.str.extract_all(REF_RX).list.eval(pl.element().str.replace(f"@(?:{NUM}|{HEX})$", ""))
+    return names.list.unique().list.sort().list.join(" ")
+
+
+def ref_sub(shape: str) -> str:
+    """A digit-only shape with its pinned names replaced by REF."""
+    return _REF.sub(REF + r"@\1", shape)
+
+
+def ref_sub_expr(e: pl.Expr) -> pl.Expr:
+    """ref_sub in polars."""
+    return e.str.replace_all(REF_RX, REF + "@${1}")
 
 
 def _lines(text: str, blank: bool = False) -> list[str]:
@@ -118,11 +167,10 @@ def edit_shape_refs(
     nb = [normalise_line(x) for x in _lines(after)]
     differs = [collapse_ws(x) for x in _lines(before)] != [collapse_ws(x) for x in _lines(after)]
     digit = differs and na == nb
-    names = ""
+    shape = "\n".join(lines)
     if digit:
-        names = " ".join(sorted({r for x in lines for r in refs(x)}))
-        lines = [_REF.sub(REF + r"@\1", x) for x in lines]
-    return "\n".join(lines), digit, names
+        return ref_sub(shape), digit, ref_names(shape)
+    return shape, digit, ""
 
 
 def nearest_context_line(context: str) -> str:
@@ -135,3 +183,12 @@ def nearest_context_line(context: str) -> str:
         if line.strip():
             return normalise_line(line)
     return ""
+
+
+def nearest_context_expr(e: pl.Expr) -> pl.Expr:
+    """nearest_context_line in polars."""
+    above = e.str.split("\n...\n").list.first()
+    last = above.str.split("\n").list.eval(pl.element().filter(pl.element().str.contains(r"\S")))
+    line = normalise_line_expr(last.list.last().fill_null(""))
+    cut = above.str.starts_with("...\n") | (above == "...")
+    return pl.when(cut).then(pl.lit("")).otherwise(line)

@@ -5,10 +5,18 @@ are equal after normalisation (normalise.py). Such items (version bumps, pinned 
 change made across many files) share almost no shingles, so dedup never sees them; batched
 together they can still blow up a training step, and split apart they leak. Groups
 (group.py) are written for every scope to shapes.parquet; `policy` acts on `scope`.
+
+Memory: the input is read a batch at a time, twice: first only the columns the shapes are
+computed from, each batch turned into compact rows (columns.key_frame: no item text is kept),
+then whole, streamed into kept and removed. Spread's reordered kept goes through temp files,
+one per range of batch_order, each sorted in memory on its own.
 """
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +29,9 @@ from rich.table import Table
 
 from pipeline.config import Config, ShapesConfig
 from pipeline.console import console
-from pipeline.shapes.group import SCOPES, ShapesResult, find_shapes
+from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
+from pipeline.shapes.columns import key_frame
+from pipeline.shapes.group import SCOPES, ShapesResult, analyse
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
@@ -44,6 +54,8 @@ REMOVED_EXTRA = [
     ("group_id", pa.int64()),
     ("keeper_id", pa.string()),
 ]
+BATCH = 20_000  # input rows per step: the per-item work holds two batches' text at a time
+SPREAD_BUCKET = 100_000  # spread: kept rows sorted in memory at a time
 
 
 # ------------------------------------------------------------------------ stage I/O
@@ -54,41 +66,72 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
     return ",".join(cfg.dedup.keeper), {}
 
 
-def _arrow(df: pl.DataFrame) -> pa.Table:
-    return df.to_arrow(compat_level=pl.CompatLevel.oldest())
+def input_columns(s: ShapesConfig, keeper: list[str], have: list[str]) -> list[str]:
+    """The input columns the shapes are computed from: text and counts, where, and what the
+    policy ranks or hashes by; the others are streamed from the input into the outputs."""
+    want = ["id", "repo", "change", "path", "before", "after", "lines_removed", "lines_added"]
+    if s.context_key:
+        want.append("context")
+    if s.policy == "spread":
+        want += ["source", "source_ref"]
+    if s.policy == "cap":
+        for k in [*keeper, *TIE_BREAK]:
+            want += RANK_COLUMNS.get(k.lstrip("-"), [k.lstrip("-")])
+    return [c for c in have if c in want]
 
 
-# What shapes are computed from (text and counts, and the ranks cap and spread order by);
-# the other columns are streamed from the input into the outputs.
-NEEDED = (
-    "id",
-    "source",
-    "source_ref",
-    "repo",
-    "change",
-    "path",
-    "before",
-    "after",
-    "context",
-    "comment",
-    "lines_removed",
-    "lines_added",
-    "created_at",
-    "author_is_bot",
-)
-BATCH = 50_000
+def _fetch(src: pq.ParquetFile, rows: list[int]) -> pl.DataFrame:
+    """path, repo and comment of a few rows, reading only their row groups."""
+    meta = src.metadata
+    ends = np.cumsum([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+    cols = ["path", "repo", "comment"]
+    groups: dict[int, pa.Table] = {}
+    out = [src.schema_arrow.empty_table().select(cols)]
+    for r in rows:
+        g = int(np.searchsorted(ends, r, side="right"))
+        if g not in groups:
+            groups[g] = src.read_row_group(g, columns=cols)
+        out.append(groups[g].slice(r - int(ends[g] - groups[g].num_rows), 1))
+    return pl.from_arrow(pa.concat_tables(out))  # type: ignore[return-value]
+
+
+def _key_frames(
+    src: pq.ParquetFile, cols: list[str], s: ShapesConfig, rank: list[str] | None, bar: Any
+) -> list[pl.DataFrame]:
+    """key_frame of every input batch, two at a time: the kernels and polars release the GIL,
+    so one batch's line diffs overlap the other's hashing."""
+    task = bar.add_task("shapes: line diffs", total=src.metadata.num_rows)
+    out: list[pl.DataFrame] = []
+    pending: deque[Future[pl.DataFrame]] = deque()
+    with ThreadPoolExecutor(2) as pool:
+        at = 0
+        for batch in src.iter_batches(batch_size=BATCH, columns=cols):
+            df = pl.from_arrow(batch)
+            pending.append(pool.submit(key_frame, df, s, rank, at))  # type: ignore[arg-type]
+            at += batch.num_rows
+            while len(pending) >= 2 or (pending and pending[0].done()):
+                out.append(pending.popleft().result())
+                bar.advance(task, out[-1].height)
+        for f in pending:
+            out.append(f.result())
+            bar.advance(task, out[-1].height)
+    if not out:
+        empty = src.schema_arrow.empty_table().select(cols)
+        out.append(key_frame(pl.from_arrow(empty), s, rank))  # type: ignore[arg-type]
+    return out
 
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     s = cfg.shapes
-    src = pq.ParquetFile(io.input(INPUT))
-    cols = [c for c in NEEDED if c in src.schema_arrow.names]
+    keeper = list(cfg.dedup.keeper)
+    # pre_buffer off: on, the reader keeps every buffer it read for as long as it lives
+    src = pq.ParquetFile(io.input(INPUT), pre_buffer=False)
+    cols = input_columns(s, keeper, src.schema_arrow.names)
+    rank = keeper if s.policy == "cap" else None
     with io.progress() as bar:
-        task = bar.add_task("shapes: line diffs", total=1)
-        frame = pl.read_parquet(io.input(INPUT), columns=cols)
-        res = find_shapes(frame, s, list(cfg.dedup.keeper))
-        del frame
-        bar.advance(task, 1)
+        parts = _key_frames(src, cols, s, rank, bar)
+    res = analyse(pl.concat(parts, rechunk=False), s, keeper, lambda rows: _fetch(src, rows))
+    del parts
     write_outputs(src, res, s, io)
     extra = {
         "policy": s.policy,
@@ -102,15 +145,16 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def write_outputs(src: pq.ParquetFile, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
     """kept (input order, or batch_order for spread), removed (input order), shapes; the input
-    is streamed a batch at a time (spread, which reorders every row, reads it whole)."""
+    is streamed a batch at a time."""
     n = src.metadata.num_rows
     gone = np.zeros(n, dtype=bool)
     gone[res.removed["_row"].to_numpy()] = True
     removed = res.removed.sort("_row")
     kept_schema = rem_schema = src.schema_arrow
-    if s.policy == "annotate":
-        for c in res.annotations.columns[1:]:
-            kept_schema = kept_schema.append(pa.field(c, res.annotations[c].to_arrow().type))
+    notes = res.annotations if s.policy == "annotate" else None
+    if notes is not None:
+        for c in notes.columns[1:]:
+            kept_schema = kept_schema.append(pa.field(c, notes[c].to_arrow().type))
     for name, typ in REMOVED_EXTRA:
         rem_schema = rem_schema.append(pa.field(name, typ))
     spread = s.policy == "spread"
@@ -122,12 +166,13 @@ def write_outputs(src: pq.ParquetFile, res: ShapesResult, s: ShapesConfig, io: S
             t = pa.Table.from_batches([batch])
             here = gone[at : at + t.num_rows]
             if kept is not None:
-                if s.policy == "annotate":
-                    part = res.annotations.slice(at, t.num_rows)
+                if notes is not None:
+                    part = notes.slice(at, t.num_rows)
                     for c in part.columns[1:]:
                         t = t.append_column(c, part[c].to_arrow())
-                keep = np.flatnonzero(~here)
-                kept.write_table(t.take(pa.array(keep, pa.int64())).cast(kept_schema))
+                if here.any():
+                    t = t.take(pa.array(np.flatnonzero(~here), pa.int64()))
+                kept.write_table(t.cast(kept_schema))
             out = pa.Table.from_batches([batch]).take(pa.array(np.flatnonzero(here), pa.int64()))
             extra = removed.slice(done, out.num_rows)
             out = out.append_column("reason", pa.array(["edit_shape"] * out.num_rows, pa.string()))
@@ -135,12 +180,41 @@ def write_outputs(src: pq.ParquetFile, res: ShapesResult, s: ShapesConfig, io: S
                 out = out.append_column(name, extra[name].to_arrow().cast(typ))
             rem.write_table(out.cast(rem_schema))
             at, done = at + batch.num_rows, done + out.num_rows
+    del notes, removed, gone
     if spread:
-        order = res.batch_order
-        assert order is not None, "find_shapes sets batch_order under policy 'spread'"
-        whole = src.read().append_column("batch_order", pa.array(order, pa.int64()))
-        io.write("kept.parquet", whole.take(pa.array(np.argsort(order, kind="stable"))))
-    io.write("shapes.parquet", _arrow(res.shapes.drop("_row")).cast(SHAPES_SCHEMA))
+        assert res.batch_order is not None, "analyse sets batch_order under policy 'spread'"
+        _write_spread(src, res.batch_order, io)
+    with io.sink("shapes.parquet", SHAPES_SCHEMA) as w:
+        for part in res.shape_parts():
+            w.write_table(part.drop("_row").to_arrow().cast(SHAPES_SCHEMA))
+
+
+def _write_spread(src: pq.ParquetFile, order: np.ndarray, io: StageIO) -> None:
+    """kept in batch_order, the input streamed once: rows go to temp files by position
+    bucket, then each bucket is sorted in memory and written (memory: one bucket)."""
+    schema = src.schema_arrow.append(pa.field("batch_order", pa.int64()))
+    buckets = max(1, -(-len(order) // SPREAD_BUCKET))
+    paths = [io.dir / f".spread{b}.{os.getpid()}.tmp" for b in range(buckets)]
+    opts = pa.ipc.IpcWriteOptions(compression="lz4")
+    try:
+        with ExitStack() as stack:
+            out = [stack.enter_context(pa.ipc.new_file(p, schema, options=opts)) for p in paths]
+            at = 0
+            for batch in src.iter_batches(batch_size=BATCH):
+                pos = order[at : at + batch.num_rows]
+                t = pa.Table.from_batches([batch]).append_column("batch_order", pa.array(pos))
+                which = pos // SPREAD_BUCKET
+                for b in np.unique(which):
+                    out[b].write_table(t.take(pa.array(np.flatnonzero(which == b))))
+                at += batch.num_rows
+        with io.sink("kept.parquet", schema) as kept:
+            for p in paths:
+                t = pa.ipc.open_file(p).read_all()
+                kept.write_table(t.take(pa.array(np.argsort(t["batch_order"].to_numpy()))))
+                p.unlink()
+    finally:
+        for p in paths:
+            p.unlink(missing_ok=True)
 
 
 def print_summary(m: dict[str, Any] | None) -> None:
