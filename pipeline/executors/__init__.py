@@ -49,7 +49,9 @@ def batches(
         return
     import pyarrow.parquet as pq
 
-    for batch in pq.ParquetFile(src).iter_batches(batch_size=size, columns=columns):
+    # pre_buffer keeps every page read until the reader closes: off, memory stays per batch
+    reader = pq.ParquetFile(src, pre_buffer=False)
+    for batch in reader.iter_batches(batch_size=size, columns=columns):
         outs, counts = fn(batch, ctx)
         yield {k: _table(v) for k, v in outs.items()}, counts, batch.num_rows
 
