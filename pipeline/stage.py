@@ -136,7 +136,7 @@ PIPELINE: tuple[Stage, ...] = (
         summary=_ref("dedup.stage", "print_summary"),
         code=tuple(
             f"dedup/{m}.py"
-            for m in ("shingles", "minhash", "lsh", "clusters", "index", "find", "stage")
+            for m in "shingles minhash lsh clusters index find stage scan store write".split()
         ),
     ),
     Stage(

@@ -1,12 +1,18 @@
 """Exact then near duplicates of a table of items: the dedup stage's pure part.
 
-See stage.py for the method; this module holds no I/O.
+See stage.py for the method. The work is split so that it runs in bounded memory: scan.py
+reads the items batch by batch (keeping ids, rank values and content hashes) and writes
+shingle sets and band keys to the working files (store.py); `find` then groups, bands one
+band at a time and verifies candidates a chunk at a time, reading from those files only the
+rows it needs. `find_duplicates` is the same over an in-memory frame (tests, benches).
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numba as nb
@@ -16,8 +22,22 @@ import polars as pl
 from pipeline.config import DedupConfig
 from pipeline.dedup import clusters as C
 from pipeline.dedup import lsh
-from pipeline.dedup.index import Index, best, match, same_text, shingle_and_sign
-from pipeline.dedup.lsh import candidates, p_candidate
+from pipeline.dedup.index import Index, Query, best, match_query
+from pipeline.dedup.lsh import p_candidate
+from pipeline.dedup.minhash import signatures
+from pipeline.dedup.scan import (
+    content_hash,
+    exact_groups,
+    needed_columns,
+    rank_columns,
+    rank_order,
+    scan,
+)
+from pipeline.dedup.store import Store, release
+
+__all__ = ["DedupResult", "find", "find_duplicates", "needed_columns", "scan_floor"]
+
+VERIFY_CHUNK = 1 << 15  # candidate pairs verified at once: their rows' sets read per chunk
 
 
 def scan_floor(d: DedupConfig) -> float:
@@ -33,8 +53,10 @@ class DedupResult:
     edges: pl.DataFrame  # EDGE_SCHEMA
     oversized: pl.DataFrame  # OVERSIZED_SCHEMA
     counts: dict[str, Any]
-    kept_sig: np.ndarray  # signatures of the kept rows, in output order (for the index)
-    kept_shingles: np.ndarray  # their shingle set sizes
+    # find_duplicates only (the stage reads them from its working files): the kept rows'
+    # signatures, in output order, and their shingle set sizes
+    kept_sig: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.uint32))
+    kept_shingles: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
 
 
 @dataclass
@@ -49,18 +71,11 @@ class Claims:
 
 
 def _claims(
-    index: Index,
-    w: pl.DataFrame,
-    reps: pl.DataFrame,
-    text: pl.DataFrame,
-    shingled: tuple[np.ndarray, np.ndarray, np.ndarray],
-    eligible: np.ndarray,
-    d: DedupConfig,
+    index: Index, w: pl.DataFrame, reps: pl.DataFrame, query: Query, d: DedupConfig
 ) -> Claims:
     """Which indexed item claims each representative: one whose exact group holds an indexed
     id, else the closest verified near duplicate (highest J, then the first index row)."""
-    offsets, values, sig = shingled
-    m = match(index, sig, offsets, values, eligible, d)
+    m = match_query(index, query, d)
     row, j = best(m, reps.height)
     by_id = (
         w.select("_rep", "id")
@@ -73,117 +88,90 @@ def _claims(
         row[at], j[at] = by_id["_r"].to_numpy(), 1.0
     hit = np.flatnonzero(row >= 0)
     same = np.zeros(reps.height, dtype=bool)
-    same[hit] = same_text(index, row[hit], text[reps["_row"].to_numpy()[hit]])
+    if len(hit):  # same text as the indexed item: compared by content hash, as exact groups
+        u, inv = np.unique(row[hit], return_inverse=True)
+        text = pl.from_arrow(index.take(u, index.fields))
+        assert isinstance(text, pl.DataFrame)
+        theirs = content_hash(text, index.fields)[inv.reshape(-1)]
+        mine = reps[hit].select("_h0", "_h1")
+        same[hit] = ((mine["_h0"] == theirs["_h0"]) & (mine["_h1"] == theirs["_h1"])).to_numpy()
     counts = {f"index_{k}": v for k, v in m.counts.items()}
     counts |= {"index_items": len(index), "index_keepers": len(np.unique(row[hit]))}
     return Claims(row, j, same, counts)
 
 
-def needed_columns(d: DedupConfig) -> list[str]:
-    """The input columns dedup reads: identity, shingled fields, and what the keeper rank uses."""
-    rank = [c for k in d.keeper for c in C.RANK_COLUMNS[k.lstrip("-")]]
-    return list(dict.fromkeys(["id", "source", "source_ref", *d.fields, *rank]))
+def verify(
+    store: Store, rows: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(exact J, estimated J) of the pairs (a[k], b[k]) of items whose store rows are `rows`,
+    a chunk of pairs at a time: only that chunk's sets are read (signatures made from them)."""
+    exact = np.empty(len(a), dtype=np.float64)
+    est = np.empty(len(a), dtype=np.float64)
+    for s in range(0, len(a), VERIFY_CHUNK):
+        aa, bb = a[s : s + VERIFY_CHUNK], b[s : s + VERIFY_CHUNK]
+        u, inv = np.unique(np.concatenate([aa, bb]), return_inverse=True)
+        inv = inv.reshape(-1).astype(np.int64)
+        la, lb = inv[: len(aa)], inv[len(aa) :]
+        offsets, values = store.shingles(rows[u])
+        exact[s : s + len(aa)] = C.exact_jaccard(offsets, values, la, lb)
+        sig = signatures(offsets, values, *store.perm)
+        est[s : s + len(aa)] = C.est_jaccard(sig, la, lb)
+    return exact, est
 
 
-def _exact_groups(df: pl.DataFrame, d: DedupConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(w, text): one row per input row in (id, source, source_ref) order, with its `_group`
-    (smallest position of its exact group), rank columns and `_blank`; and the shingled text.
-
-    Only small key and rank columns are copied or sorted; the text stays where it is.
-    """
-    fields = list(d.fields)
-    n = df.height
-    order = df.select(C.TIE_BREAK).with_row_index("_row").sort(C.TIE_BREAK, maintain_order=True)
-    row_of_pos = order["_row"].to_numpy().astype(np.int64)
-    pos_of_row = np.empty(n, dtype=np.int64)
-    pos_of_row[row_of_pos] = np.arange(n)
-    text = df.select(pl.col(f).fill_null("") for f in fields)
-    blank = pl.all_horizontal(
-        (pl.col(f) == "") if d.shingle == "chars" else (pl.col(f).str.strip_chars() == "")
-        for f in fields
-    )
-    rank, _ = C.rank_exprs(list(d.keeper))
-    firsts = pl.concat([df.select("id"), text], how="horizontal").with_columns(
-        _pos=pl.Series(pos_of_row)
-    )
-    firsts = firsts.select(
-        blank.alias("_blank"),
-        pl.col("_pos").min().over("id").alias("_id_first"),
-        pl.when(blank)
-        .then(pl.col("_pos"))
-        .otherwise(pl.col("_pos").min().over(fields))
-        .alias("_content_first"),
-    )
-    w = (
-        df.select(*C.TIE_BREAK, *rank)
-        .with_columns(firsts.to_series(0), _row=pl.Series(np.arange(n, dtype=np.int64)))[row_of_pos]
-        .with_columns(_pos=pl.Series(np.arange(n, dtype=np.int64)))
-    )
-    pos = np.arange(n, dtype=np.int64)
-    group = C.components(
-        n,
-        np.concatenate([pos, pos]),
-        np.concatenate([firsts[c].to_numpy()[row_of_pos] for c in firsts.columns[1:]]).astype(
-            np.int64
-        ),
-    )
-    return w.with_columns(_group=pl.Series(group)), text
-
-
-def find_duplicates(
-    df: pl.DataFrame,
-    d: DedupConfig,
-    advance: Callable[[int], None] | None = None,
-    index: Index | None = None,
-) -> DedupResult:
-    """Exact then near duplicates of the rows of df (item columns; row order is ignored).
+def find(w: pl.DataFrame, store: Store, d: DedupConfig, index: Index | None = None) -> DedupResult:
+    """Exact then near duplicates of the rows scan() wrote to `store`, grouped by
+    exact_groups (`w`); the input's row order is ignored.
 
     With an `index` (earlier runs' kept items), a row whose exact group holds an indexed id,
     or whose representative is a verified near duplicate of an indexed item, is removed with
     that item as keeper (kinds *_indexed); indexed items rank before every row, so they are
-    never removed. Pass df without keeping a reference to it, and its text is freed once
-    shingled (and matched against the index).
+    never removed.
     """
-    n = df.height
-    w, text = _exact_groups(df, d)
-    del df
-    _, desc = C.rank_exprs(list(d.keeper))
+    release()
+    n = w.height
+    rank_cols = rank_columns(d)[0]
     group = w["_group"].to_numpy()
     # Representative of an exact group: its best-ranked row (so a cluster's keeper is one).
-    reps = (
-        C.sort_best(w, "_group", desc)
-        .unique("_group", keep="first", maintain_order=True)
-        .sort("_pos")
-    )
+    by_group = rank_order(w, d, first=group)  # w is in position order
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = group[by_group[1:]] != group[by_group[:-1]]
+    reps = w[np.sort(by_group[starts])]
+    del by_group, starts
     nrep = reps.height
     rep_index = np.full(n, -1, dtype=np.int64)
     rep_index[reps["_group"].to_numpy()] = np.arange(nrep)
-    w = w.with_columns(
-        _rep=pl.Series(rep_index[group]),
-        _rep_id=reps["id"].gather(rep_index[group]),
-    )
-
-    offsets, values, sig = shingle_and_sign(text, reps["_row"].to_numpy(), d, advance)
-    nshingles = np.diff(offsets)
+    row_rep = rep_index[group]  # per position: its representative
+    del group, rep_index
+    # what the rows need from here on (the representatives keep the rest)
+    w = w.select("id", "_row", "_pos", *rank_cols[:-1]).with_columns(_rep=pl.Series(row_rep))
+    del row_rep
+    rep_row = reps["_row"].to_numpy().astype(np.int64)
+    nshingles = np.diff(store.offsets)[rep_row]
     eligible = np.flatnonzero((nshingles > 0) & ~reps["_blank"].to_numpy())
-    claims = None
-    if index is not None:
-        claims = _claims(index, w, reps, text, (offsets, values, sig), eligible, d)
-    del text
+    del nshingles
+    reps = reps.select("id", "_row", *rank_cols, *(("_h0", "_h1") if index is not None else ()))
+    query = Query(
+        eligible,
+        lambda b: store.band(b)[rep_row[eligible]],
+        lambda items: store.sig(rep_row[items]),
+        lambda items: store.shingles(rep_row[items]),
+    )
+    claims = _claims(index, w, reps, query, d) if index is not None else None
 
-    threads = nb.get_num_threads()
-    cand = candidates(
-        sig,
+    cand = lsh.banded(
+        query.keys,
+        query.sigs,
         eligible,
         d.bands,
         d.rows,
         d.bucket_cap,
-        threads=threads,
+        d.num_perm,
+        threads=nb.get_num_threads(),
         scan_floor=scan_floor(d),
         max_bucket=d.max_bucket,
     )
-    exact_j = C.exact_jaccard(offsets, values, cand.a, cand.b)
-    est_j = C.est_jaccard(sig, cand.a, cand.b)
+    exact_j, est_j = verify(store, rep_row, cand.a, cand.b)
     floor = min(d.edge_floor, d.threshold)
     keep_edge = exact_j >= floor
     near = exact_j >= d.threshold
@@ -198,57 +186,120 @@ def find_duplicates(
         schema={"a": pl.String, "b": pl.String, "est_j": pl.Float64, "exact_j": pl.Float64},
     )
     na, nb_, nj = cand.a[near], cand.b[near], exact_j[near]
-    rank_cols = [f"_rank{k}" for k in range(len(desc))]
-    order = (
-        reps.select(rank_cols)
-        .with_row_index("_r")
-        .sort(rank_cols, descending=desc, nulls_last=True, maintain_order=True)["_r"]
-        .to_numpy()
-        .astype(np.int64)
-    )
+    order = rank_order(reps, d).astype(np.int64)
     inodes = np.empty(0, np.int64)  # index rows that claim a representative: nodes nrep+k
     if claims is not None:  # ranked first, each joined only to the representatives it claims
         at = np.flatnonzero(claims.row >= 0)
         inodes, local = np.unique(claims.row[at], return_inverse=True)
-        na, nb_ = np.concatenate([na, at]), np.concatenate([nb_, nrep + local])
+        na, nb_ = np.concatenate([na, at]), np.concatenate([nb_, nrep + local.reshape(-1)])
         nj = np.concatenate([nj, claims.j[at]])
         order = np.concatenate([nrep + np.arange(len(inodes)), order])
     keeper_rep, j_rep = C.stars(order, na, nb_, nj)
     comp_rep = C.components(nrep + len(inodes), na, nb_)
     kept_pairs_above = int(((keeper_rep[na] == na) & (keeper_rep[nb_] == nb_)).sum())
-
-    # Per row: its star (the keeper's representative) and its component, through its rep.
-    row_rep = rep_index[group]
-    cl = keeper_rep[row_rep]
-    by_index = cl >= nrep
-    if index is not None and len(inodes):
-        ikeep = index.ids.gather(inodes[np.where(by_index, cl - nrep, 0)])
-        assert claims is not None
-        isame = claims.same[row_rep]
-    else:
-        ikeep, isame = pl.Series([""] * n, dtype=pl.String), np.zeros(n, dtype=bool)
-    w = w.with_columns(
-        _cluster=pl.Series(cl, dtype=pl.Int64),
-        _component=pl.Series(comp_rep[row_rep], dtype=pl.Int64),
-        _j=pl.Series(j_rep[row_rep], dtype=pl.Float64),
-        _by_index=pl.Series(by_index),
-        _ikeep=ikeep,
-        _isame=pl.Series(isame),
+    release()
+    removed, clusters, multi, comp_count, kept_rows = _frames(
+        w, reps, claims, index, inodes, (keeper_rep, j_rep, comp_rep), d
     )
-    w = w.with_columns(_size=pl.len().over("_cluster"), _csize=pl.len().over("_component"))
+    samples = [[rep_ids[int(i)] for i in row if i >= 0] for row in cand.big_sample]
+    oversized = pl.DataFrame(
+        {
+            "band": cand.big_band,
+            "bucket": cand.big_key,
+            "size": cand.big_size,
+            "scanned": cand.big_scanned,
+            "compared": cand.big_compared,
+            "found": cand.big_found,
+            "sample_ids": samples,
+        },
+        schema={
+            "band": pl.Int32,
+            "bucket": pl.UInt64,
+            "size": pl.Int64,
+            "scanned": pl.Boolean,
+            "compared": pl.Int64,
+            "found": pl.Int64,
+            "sample_ids": pl.List(pl.String),
+        },
+    ).sort(["band", "bucket"])
+
+    by_kind = dict(removed.group_by("kind").len().iter_rows())
+    counts = {
+        "items_in": n,
+        "kept": int(len(kept_rows)),
+        "removed": removed.height,
+        "removed_same_id": int(by_kind.get("same_id", 0)),
+        "removed_same_content": int(by_kind.get("same_content", 0)),
+        "removed_near": int(by_kind.get("near", 0)),
+        "exact_groups": nrep,
+        "no_shingles": int(nrep - len(eligible)),
+        "clusters": int(multi.filter(pl.col("_size") > 1)["cluster_id"].n_unique()),
+        "components": comp_count,
+        "kept_pairs_above_threshold": kept_pairs_above,
+        "candidate_pairs": int(len(cand.a)),
+        "band_pairs": int(cand.raw_pairs),
+        "edges": edges.height,
+        "near_edges": int(near.sum()),
+        "oversized_buckets": oversized.height,
+        "oversized_items": int(oversized["size"].sum()) if oversized.height else 0,
+        "oversized_pairs_compared": int(cand.big_compared.sum()),
+        "oversized_skipped": int((~cand.big_scanned).sum()),
+        "oversized_skipped_pairs": cand.skipped_pairs,
+        "p_candidate_at_threshold": round(p_candidate(d.threshold, d.bands, d.rows), 6),
+    }
+    if claims is not None:
+        for k in ("same_id", "same_content", "near"):
+            counts[f"removed_{k}_indexed"] = int(by_kind.get(f"{k}_indexed", 0))
+        counts |= claims.counts
+    return DedupResult(kept_rows, removed, clusters, edges, oversized, counts)
+
+
+def _frames(
+    w: pl.DataFrame,
+    reps: pl.DataFrame,
+    claims: Claims | None,
+    index: Index | None,
+    inodes: np.ndarray,
+    stars: tuple[np.ndarray, np.ndarray, np.ndarray],
+    d: DedupConfig,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int, np.ndarray]:
+    """(removed, clusters, the rows in a cluster, components, kept rows) from the stars of
+    the representatives, spread to every row through its representative."""
+    keeper_rep, j_rep, comp_rep = stars
+    nrep = reps.height
+    row_rep = w["_rep"].to_numpy()
+    cl = keeper_rep[row_rep]
+    comp = comp_rep[row_rep]
     # Rows in a component of two or more: every star member, and keepers whose component
     # holds other stars (export keeps a component in one split); and rows an indexed item
-    # claimed (their keeper is in an earlier run).
-    multi = w.filter((pl.col("_csize") > 1) | pl.col("_by_index"))
-    multi = C.sort_best(multi, "_cluster", desc)
+    # claimed (their keeper is in an earlier run). Only they get frame columns.
+    at = np.flatnonzero((np.bincount(comp)[comp] > 1) | (cl >= nrep))
+    mcl = cl[at]
+    multi = w[at].with_columns(
+        _cluster=pl.Series(mcl, dtype=pl.Int64),
+        _component=pl.Series(comp[at], dtype=pl.Int64),
+        _j=pl.Series(j_rep[row_rep[at]], dtype=pl.Float64),
+        _by_index=pl.Series(mcl >= nrep),
+        _size=pl.Series(np.bincount(cl)[mcl]),
+    )
+    del cl, comp
+    multi = multi[rank_order(multi, d, first=mcl)]
+    mc, mrep = multi["_cluster"].to_numpy(), multi["_rep"].to_numpy()
+    by_index = mc >= nrep
+    ikeep: pl.Series | pl.Expr = pl.lit(None, dtype=pl.String).alias("_ikeep")
+    isame = np.zeros(multi.height, dtype=bool)
+    if index is not None and claims is not None and len(inodes):
+        ikeep = index.ids.gather(inodes[np.where(by_index, mc - nrep, 0)]).alias("_ikeep")
+        isame = claims.same[mrep]
     first = pl.col("_pos") == pl.col("_pos").first().over("_cluster")
-    multi = multi.with_columns(
+    multi = multi.with_columns(ikeep, _isame=pl.Series(isame)).with_columns(
         _is_keeper=first & ~pl.col("_by_index"),
         _keeper_pos=pl.col("_pos").first().over("_cluster"),
         keeper_id=pl.when("_by_index")
         .then(pl.col("_ikeep"))
         .otherwise(pl.col("id").first().over("_cluster")),
         _comp_pos=pl.col("_pos").min().over("_component"),
+        _rep_id=reps["id"].gather(mrep),
     )
     multi = multi.with_columns(
         j_to_keeper=pl.when(pl.col("_rep") == pl.col("_cluster")).then(1.0).otherwise("_j"),
@@ -289,67 +340,33 @@ def find_duplicates(
         .sort("_pos")
         .select("_row", "keeper_id", pl.col("j_to_keeper").alias("j"), "kind")
     )
-    kept = w.join(removed.select("_row"), on="_row", how="anti").sort("_pos")
-    kept_rows = kept["_row"].to_numpy()
-    kept_rep = kept["_rep"].to_numpy()
+    gone = np.zeros(w.height, dtype=bool)
+    gone[removed["_row"].to_numpy()] = True
+    rows = w["_row"].to_numpy()  # in (id, source, source_ref) order: the output order
+    kept = ~gone[rows]
+    kept_rows = rows[kept]
+    # A kept row is its exact group's representative (the best-ranked row of its star), so
+    # its own signature is the one the index needs.
+    assert np.array_equal(reps["_row"].to_numpy()[row_rep[kept]], kept_rows)
+    return removed, clusters, multi, comp_num.height, kept_rows
 
-    samples = [[rep_ids[int(i)] for i in row if i >= 0] for row in cand.big_sample]
-    oversized = pl.DataFrame(
-        {
-            "band": cand.big_band,
-            "bucket": cand.big_key,
-            "size": cand.big_size,
-            "scanned": cand.big_scanned,
-            "compared": cand.big_compared,
-            "found": cand.big_found,
-            "sample_ids": samples,
-        },
-        schema={
-            "band": pl.Int32,
-            "bucket": pl.UInt64,
-            "size": pl.Int64,
-            "scanned": pl.Boolean,
-            "compared": pl.Int64,
-            "found": pl.Int64,
-            "sample_ids": pl.List(pl.String),
-        },
-    ).sort(["band", "bucket"])
 
-    by_kind = dict(removed.group_by("kind").len().iter_rows())
-    counts = {
-        "items_in": n,
-        "kept": int(len(kept_rows)),
-        "removed": removed.height,
-        "removed_same_id": int(by_kind.get("same_id", 0)),
-        "removed_same_content": int(by_kind.get("same_content", 0)),
-        "removed_near": int(by_kind.get("near", 0)),
-        "exact_groups": nrep,
-        "no_shingles": int(nrep - len(eligible)),
-        "clusters": int(multi.filter(pl.col("_size") > 1)["cluster_id"].n_unique()),
-        "components": int(comp_num.height),
-        "kept_pairs_above_threshold": kept_pairs_above,
-        "candidate_pairs": int(len(cand.a)),
-        "band_pairs": int(cand.raw_pairs),
-        "edges": edges.height,
-        "near_edges": int(near.sum()),
-        "oversized_buckets": oversized.height,
-        "oversized_items": int(oversized["size"].sum()) if oversized.height else 0,
-        "oversized_pairs_compared": int(cand.big_compared.sum()),
-        "oversized_skipped": int((~cand.big_scanned).sum()),
-        "oversized_skipped_pairs": cand.skipped_pairs,
-        "p_candidate_at_threshold": round(p_candidate(d.threshold, d.bands, d.rows), 6),
-    }
-    if claims is not None:
-        for k in ("same_id", "same_content", "near"):
-            counts[f"removed_{k}_indexed"] = int(by_kind.get(f"{k}_indexed", 0))
-        counts |= claims.counts
-    return DedupResult(
-        kept_rows,
-        removed,
-        clusters,
-        edges,
-        oversized,
-        counts,
-        sig[kept_rep],
-        nshingles[kept_rep].astype(np.int32),
-    )
+def find_duplicates(
+    df: pl.DataFrame,
+    d: DedupConfig,
+    advance: Callable[[int], None] | None = None,
+    index: Index | None = None,
+    work: Path | None = None,
+) -> DedupResult:
+    """find over the rows of df (item columns; row order is ignored), with its working files
+    in a temp folder (under `work` if given); the result also holds the kept rows'
+    signatures and shingle counts."""
+    with tempfile.TemporaryDirectory(prefix="dedup-", dir=work) as tmp:
+        store = Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows)
+        batches = (df.slice(s, d.batch_size) for s in range(0, df.height, d.batch_size))
+        ties = df.select("source", "source_ref")
+        keys = scan(batches, d, store, advance)  # (df is the caller's: nothing to free early)
+        res = find(exact_groups(keys, d, lambda rows: ties[rows]), store, d, index)
+        res.kept_sig = store.sig(res.kept_rows)
+        res.kept_shingles = store.counts()[res.kept_rows]
+    return res

@@ -40,9 +40,10 @@ import pyarrow.parquet as pq
 
 from pipeline.config import DedupConfig
 from pipeline.dedup.clusters import exact_jaccard_cross
-from pipeline.dedup.lsh import band_keys, min_equal_slots, scan_cross, scan_floor
+from pipeline.dedup.lsh import band_keys, in_order, min_equal_slots, scan_cross, scan_floor
 from pipeline.dedup.minhash import permutations, signatures
 from pipeline.dedup.shingles import shingle_sets
+from pipeline.dedup.store import csr_take
 from pipeline.runs import parquet_sink
 
 PART_ROWS = 100_000
@@ -50,6 +51,7 @@ GROUP_ROWS = 16_384
 # What must agree between an index and the items matched against it.
 SHINGLING = ("fields", "shingle", "ngram", "num_perm", "seed", "bands", "rows")
 ITEM_COLUMNS = ["id", "source", "source_ref"]
+VERIFY_CHUNK = 1 << 16  # candidate pairs verified at once (their query sets read per chunk)
 
 
 def index_schema(d: DedupConfig) -> pa.Schema:
@@ -108,9 +110,18 @@ def write_parts(dest: Path, parts: Iterable[pa.Table], meta: dict[str, str]) -> 
     """Index parts into folder `dest` (at least one part, so an empty index has a schema)."""
     dest.mkdir(parents=True)
     for k, t in enumerate(parts):
-        with parquet_sink(dest / f"part-{k:05d}.parquet", t.schema, meta) as w:
-            for s in range(0, max(t.num_rows, 1), GROUP_ROWS):
-                w.write_table(t.slice(s, GROUP_ROWS))
+        groups = (t.slice(s, GROUP_ROWS) for s in range(0, max(t.num_rows, 1), GROUP_ROWS))
+        write_part(dest, k, t.schema, groups, meta)
+
+
+def write_part(
+    dest: Path, k: int, schema: pa.Schema, groups: Iterable[pa.Table], meta: dict[str, str]
+) -> None:
+    """Index part k, one row group per table of `groups` (GROUP_ROWS rows each but the
+    last): the dedup stage builds a group at a time, so one group's signatures are held."""
+    with parquet_sink(dest / f"part-{k:05d}.parquet", schema, meta) as w:
+        for g in groups:
+            w.write_table(g)
 
 
 def _matrix(col: pa.ChunkedArray | pa.Array, width: int, dtype: Any) -> np.ndarray:
@@ -195,12 +206,43 @@ class Matches:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _buckets(index: Index, qkeys: np.ndarray, eligible: np.ndarray, cap: int) -> tuple:
+@dataclass
+class Query:
+    """The items matched against an index, read only as the match needs them (dedup keeps
+    its own on disk, store.py): `keys(b)` is band b's keys of the items `eligible` (in that
+    order); `sigs(items)` and `sets(items)` the signatures and CSR shingle sets of the given
+    items (sorted, unique), in that order."""
+
+    eligible: np.ndarray
+    keys: Callable[[int], np.ndarray]
+    sigs: Callable[[np.ndarray], np.ndarray]
+    sets: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+    @classmethod
+    def of(
+        cls,
+        sig: np.ndarray,
+        offsets: np.ndarray,
+        values: np.ndarray,
+        eligible: np.ndarray,
+        rows: int,
+    ) -> Query:
+        """Query items held in memory: rows `eligible` of sig and of the CSR offsets/values."""
+        e = np.ascontiguousarray(eligible, dtype=np.int64)
+        return cls(
+            e,
+            lambda b: band_keys(sig, e, b, b + 1, rows)[0],
+            lambda items: sig[items],
+            lambda items: csr_take(offsets, values, items),
+        )
+
+
+def _buckets(index: Index, query: Query, bands: int, cap: int) -> tuple:
     """Per band: (query, index row) pairs of shared buckets holding at most `cap` indexed
     items, and the bigger ones as (band, index rows, query items)."""
     small, big = [], []
-    for b in range(qkeys.shape[0]):
-        q = pl.DataFrame({"key": qkeys[b], "q": eligible})
+    for b in range(bands):
+        q = pl.DataFrame({"key": query.keys(b), "q": query.eligible})
         hit = pl.DataFrame({"key": index.keys[b], "r": index.lsh_rows}).join(
             q.select("key").unique(), on="key", how="semi"
         )
@@ -232,14 +274,18 @@ def match(
 ) -> Matches:
     """Verified pairs (query item, index row) at or above d.threshold: query items are the
     rows `eligible` of sig (with their CSR shingle sets offsets/values)."""
+    return match_query(index, Query.of(sig, offsets, values, eligible, d.rows), d)
+
+
+def match_query(index: Index, query: Query, d: DedupConfig) -> Matches:
+    """match for query items read through a Query: a band's keys, a big bucket's
+    signatures and a chunk of candidates' shingle sets at a time."""
     empty = np.empty(0, np.int64)
     counts = {"candidate_pairs": 0, "oversized_buckets": 0, "oversized_pairs_compared": 0}
     counts |= {"oversized_skipped": 0, "oversized_skipped_pairs": 0}
-    if not len(eligible) or not len(index.lsh_rows):
+    if not len(query.eligible) or not len(index.lsh_rows):
         return Matches(empty, empty, np.empty(0), counts)
-    eligible = np.ascontiguousarray(eligible, dtype=np.int64)
-    qkeys = band_keys(sig, eligible, 0, d.bands, d.rows)
-    small, big = _buckets(index, qkeys, eligible, d.bucket_cap)
+    small, big = _buckets(index, query, d.bands, d.bucket_cap)
     scan = [(b, r, q) for b, r, q in big if len(r) <= d.max_bucket]
     skipped = [(len(r), len(q)) for _, r, q in big if len(r) > d.max_bucket]
     counts["oversized_buckets"] = len(big)
@@ -251,15 +297,18 @@ def match(
         si = index.signatures(rows, d.num_perm)
         need = min_equal_slots(scan_floor(d.threshold), d.num_perm)
 
-        def one(item: tuple[int, np.ndarray, np.ndarray]) -> tuple[np.ndarray, int]:
-            b, r, q = item
+        def one(item: tuple[tuple[int, np.ndarray, np.ndarray], np.ndarray]) -> tuple:
+            (b, r, q), sq = item
             local = np.searchsorted(rows, r)
-            pairs, compared = scan_cross(sig, q, si, local, b, d.rows, need)
-            qq, y = pairs >> np.uint64(32), pairs & np.uint64(0xFFFFFFFF)
-            return (qq << np.uint64(32)) | r[y.astype(np.int64)].astype(np.uint64), compared
+            qs = np.arange(len(q), dtype=np.int64)  # q is sorted: its own signatures' rows
+            pairs, compared = scan_cross(sq, qs, si, local, b, d.rows, need)
+            x = q[(pairs >> np.uint64(32)).astype(np.int64)].astype(np.uint64)
+            y = r[(pairs & np.uint64(0xFFFFFFFF)).astype(np.int64)].astype(np.uint64)
+            return (x << np.uint64(32)) | y, compared
 
-        with ThreadPoolExecutor(max(1, nb.get_num_threads())) as ex:
-            scanned = list(ex.map(one, scan))
+        threads = max(1, nb.get_num_threads())
+        with ThreadPoolExecutor(threads) as ex:  # query signatures made in this thread
+            scanned = in_order(ex, lambda it: (it, query.sigs(it[2])), one, scan, threads)
         found = [p for p, _ in scanned]
         counts["oversized_pairs_compared"] = int(sum(c for _, c in scanned))
     codes = np.unique(np.concatenate([*small, *found, np.empty(0, np.uint64)]))
@@ -271,7 +320,12 @@ def match(
     rows, local = np.unique(r, return_inverse=True)
     text = index.take(rows, list(d.fields))
     io, iv = shingle_sets([text[f] for f in d.fields], list(d.fields), d.ngram, d.shingle)
-    j = exact_jaccard_cross(offsets, values, io, iv, q, local.astype(np.int64))
+    j = np.empty(len(codes), dtype=np.float64)
+    for s in range(0, len(codes), VERIFY_CHUNK):  # the query side's sets a chunk at a time
+        qu, qi = np.unique(q[s : s + VERIFY_CHUNK], return_inverse=True)
+        qo, qv = query.sets(qu)
+        lr = local[s : s + VERIFY_CHUNK].astype(np.int64)
+        j[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qo, qv, io, iv, qi.astype(np.int64), lr)
     ok = j >= d.threshold
     return Matches(q[ok], r[ok], j[ok], counts)
 

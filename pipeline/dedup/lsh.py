@@ -8,13 +8,17 @@ on a corpus of templated families), so such a bucket is scanned instead: every p
 compared on its signatures, only in the first band the two items share (so a family sharing
 all 32 bands is scanned once), and only pairs whose estimated Jaccard reaches `scan_floor` are
 candidates. A bucket over `max_bucket` items is the one thing still skipped, and it is counted
-with the pairs it may hide. Bands run in parallel threads (the kernels release the GIL).
+with the pairs it may hide. Bands run in parallel threads (the kernels release the GIL),
+one band's keys per thread (`banded` reads them as it goes, so they can stay on disk).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -62,23 +66,37 @@ def _band_pairs(key, order, idx, cap):
     """Pairs (lo << 32 | hi) of items sharing a key; buckets over `cap` as (key, members).
 
     `order` sorts `key`; item k of the band is idx[k]. Members of a big bucket are sorted.
-    Two passes over the buckets (sized, then filled) so no array ever grows.
+    Two passes over the buckets (sized, then filled) so no array ever grows, and no array
+    per item but the sorted keys (a band of 10M items is held by a few threads at once).
     """
     sk = key[order]
-    bounds = np.concatenate(
-        (np.zeros(1, np.int64), np.nonzero(sk[1:] != sk[:-1])[0] + 1, np.full(1, sk.shape[0]))
-    )
-    sizes = np.diff(bounds)
-    big = sizes > cap
-    small = sizes[~big]
-    pairs = np.empty(int((small * (small - 1) // 2).sum()), dtype=np.uint64)
-    big_key = np.empty(int(big.sum()), dtype=np.uint64)
-    big_offsets = np.zeros(big_key.shape[0] + 1, dtype=np.int64)
-    big_members = np.empty(int(sizes[big].sum()), dtype=np.int64)
+    n = sk.shape[0]
+    npairs = 0
+    nbig = 0
+    nmembers = 0
+    s = 0
+    while s < n:
+        e = s + 1
+        while e < n and sk[e] == sk[s]:
+            e += 1
+        k = e - s
+        if k > cap:
+            nbig += 1
+            nmembers += k
+        elif k > 1:
+            npairs += k * (k - 1) // 2
+        s = e
+    pairs = np.empty(npairs, dtype=np.uint64)
+    big_key = np.empty(nbig, dtype=np.uint64)
+    big_offsets = np.zeros(nbig + 1, dtype=np.int64)
+    big_members = np.empty(nmembers, dtype=np.int64)
     w = 0
     g = 0
-    for r in range(sizes.shape[0]):
-        s, e = bounds[r], bounds[r + 1]
+    s = 0
+    while s < n:
+        e = s + 1
+        while e < n and sk[e] == sk[s]:
+            e += 1
         k = e - s
         if k > cap:
             big_key[g] = sk[s]
@@ -94,6 +112,7 @@ def _band_pairs(key, order, idx, cap):
                         p, q = q, p
                     pairs[w] = (np.uint64(p) << np.uint64(32)) | np.uint64(q)
                     w += 1
+        s = e
     return pairs, big_key, big_offsets, big_members
 
 
@@ -184,6 +203,27 @@ def scan_cross(sq, qs, si, rs, band, rows, min_equal):
     return out[:w], compared
 
 
+def in_order(
+    ex: ThreadPoolExecutor,
+    prepare: Callable[[Any], Any],
+    work: Callable[[Any], Any],
+    items: Iterable[Any],
+    depth: int,
+) -> list[Any]:
+    """[work(prepare(x)) for x in items]: prepare in this thread, work in the pool, at most
+    `depth` prepared inputs waiting. prepare may run numba's parallel kernels (reading a
+    band, making signatures), which must not be launched from two threads at once (numba's
+    workqueue layer aborts); work runs nogil kernels."""
+    out: list[Any] = []
+    pending: deque[Future[Any]] = deque()
+    for x in items:
+        pending.append(ex.submit(work, prepare(x)))
+        if len(pending) > depth:
+            out.append(pending.popleft().result())
+    out.extend(f.result() for f in pending)
+    return out
+
+
 @dataclass
 class Candidates:
     a: np.ndarray  # int64 item index, a < b, unique pairs sorted by (a, b)
@@ -216,35 +256,71 @@ def candidates(
     scan_floor: float = 0.7,
     max_bucket: int = 20_000,
 ) -> Candidates:
-    """Candidate pairs among the items idx (rows of sig); band keys are made 8 bands at a time.
+    """Candidate pairs among the items idx (rows of sig), all in memory: see banded.
 
     Buckets over `cap` are scanned pairwise on signatures (pairs with estimated J >=
     scan_floor are candidates); buckets over `max_bucket` are skipped and reported.
     """
     idx = np.ascontiguousarray(idx, dtype=np.int64)
-    min_equal = min_equal_slots(scan_floor, sig.shape[1]) if sig.ndim == 2 else 0
-    parts = []
+    return banded(
+        lambda b: band_keys(sig, idx, b, b + 1, rows)[0],
+        lambda members: sig[members],
+        idx,
+        bands,
+        rows,
+        cap,
+        sig.shape[1] if sig.ndim == 2 else 0,
+        nsample=nsample,
+        threads=threads,
+        scan_floor=scan_floor,
+        max_bucket=max_bucket,
+    )
+
+
+def banded(
+    keys_of: Callable[[int], np.ndarray],
+    sigs_of: Callable[[np.ndarray], np.ndarray],
+    idx: np.ndarray,
+    bands: int,
+    rows: int,
+    cap: int,
+    num_perm: int,
+    nsample: int = 5,
+    threads: int = 2,
+    scan_floor: float = 0.7,
+    max_bucket: int = 20_000,
+) -> Candidates:
+    """Candidate pairs among the items idx, one band at a time: `keys_of(b)` gives band b's
+    keys of idx (in that order), `sigs_of(members)` the full signatures of a big bucket's
+    (sorted) members. Only a band's keys and one big bucket's signatures per thread are
+    held, so neither must be in memory whole (store.py keeps them on disk)."""
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    min_equal = min_equal_slots(scan_floor, num_perm)
+
+    def pairs(key: np.ndarray) -> tuple:
+        return _band_pairs(key, np.argsort(key), idx, cap)
+
+    def bucket(b: tuple[int, np.uint64, np.ndarray]) -> np.ndarray | None:
+        return sigs_of(b[2]) if len(b[2]) <= max_bucket else None
+
+    def scan(b: tuple[int, np.uint64, np.ndarray], sig: np.ndarray | None) -> tuple:
+        band, _, members = b
+        if sig is None:  # over max_bucket: skipped
+            return np.empty(0, np.uint64), 0
+        local = np.arange(len(members), dtype=np.int64)  # members are sorted: order kept
+        found, compared = scan_bucket(sig, local, band, rows, min_equal)
+        lo = members[(found >> np.uint64(32)).astype(np.int64)].astype(np.uint64)
+        hi = members[(found & np.uint64(0xFFFFFFFF)).astype(np.int64)].astype(np.uint64)
+        return (lo << np.uint64(32)) | hi, compared
+
     with ThreadPoolExecutor(max(1, threads)) as ex:
-        for b0 in range(0, bands, 8):  # 8 bands of keys at a time: 64 MB per 1M items
-            keys = band_keys(sig, idx, b0, min(b0 + 8, bands), rows)
-
-            def one(k: int, keys=keys):
-                return _band_pairs(keys[k], np.argsort(keys[k]), idx, cap)
-
-            parts += list(ex.map(one, range(keys.shape[0])))
+        parts = in_order(ex, keys_of, pairs, range(bands), threads)
         big = [  # (band, key, members) of every bucket over the cap, in band order
             (band, p[1][g], p[3][p[2][g] : p[2][g + 1]])
             for band, p in enumerate(parts)
             for g in range(len(p[1]))
         ]
-
-        def scan(b: tuple[int, np.uint64, np.ndarray]) -> tuple[np.ndarray, int]:
-            band, _, members = b
-            if len(members) > max_bucket:
-                return np.empty(0, np.uint64), 0
-            return scan_bucket(sig, members, band, rows, min_equal)
-
-        scanned = list(ex.map(scan, big))
+        scanned = in_order(ex, lambda b: (b, bucket(b)), lambda x: scan(*x), big, threads)
     pair_parts = [p[0] for p in parts] + [s[0] for s in scanned]
     raw = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.uint64)
     uniq = np.unique(raw)

@@ -1,0 +1,175 @@
+"""Dedup's pass over its input, batch by batch, and the exact groups it gives.
+
+Per row only small columns stay in memory: the id (every output names items by it), the
+values the keeper rank sorts by, whether the row is blank, and a 128-bit hash of its
+shingled text (rows with equal hashes have the same content: exact duplicates need no text).
+Shingle sets and band keys go to the working files (store.py) as each batch is done, so the
+text of only one batch is ever held.
+
+The keeper rank's tie-break (id, source, source_ref) and an `id` key are replaced by integer
+positions in that order, so sorting by them gives the same order without keeping the
+strings: `_pos` is a row's position in (id, source, source_ref) order (input order among
+equal triples), and `_id_first` the first position of its id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.config import DedupConfig
+from pipeline.dedup import clusters as C
+from pipeline.dedup.shingles import shingle_sets
+from pipeline.dedup.store import Store, release
+
+SUB_BATCH = 25_000  # rows shingled at once: the shingle kernel's buffer is 4 bytes per byte
+HASH_SEEDS = (0, 0x9E3779B97F4A7C15)
+
+
+def needed_columns(d: DedupConfig) -> list[str]:
+    """The input columns dedup reads: identity, shingled fields, and what the keeper rank uses."""
+    rank = [c for k in d.keeper for c in C.RANK_COLUMNS[k.lstrip("-")]]
+    return list(dict.fromkeys(["id", "source", "source_ref", *d.fields, *rank]))
+
+
+def rank_columns(d: DedupConfig) -> tuple[list[str], list[bool]]:
+    """The columns rows are ranked by (best first) and which sort descending: one per keeper
+    key, then `_pos` for the (id, source, source_ref) tie-break."""
+    cols = [f"_rank{k}" for k in range(len(d.keeper))]
+    return [*cols, "_pos"], [*(k.startswith("-") for k in d.keeper), False]
+
+
+def rank_order(frame: pl.DataFrame, d: DedupConfig, first: np.ndarray | None = None) -> np.ndarray:
+    """The order of frame's rows best-ranked first (by `first` before the rank, if given), as
+    frame.sort([first, *rank columns], descending, nulls_last=True) gives it, made with a
+    numpy lexsort: a polars sort of millions of rows leaves about 90 bytes a row allocated."""
+    cols, desc = rank_columns(d)
+    keys = []  # np.lexsort: the last key is the primary one
+    for c, down in zip(reversed(cols), reversed(desc), strict=True):
+        s = frame[c]
+        v = s.cast(pl.Int64).fill_null(0).to_numpy()
+        keys.append(-v if down else v)
+        if s.null_count():
+            keys.append(s.is_null().to_numpy())  # nulls last, whichever the direction
+    if first is not None:
+        keys.append(first)
+    return np.lexsort(keys) if len(frame) else np.empty(0, np.int64)
+
+
+def content_hash(text: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
+    """`_h0`, `_h1`: two 64-bit hashes of each row's fields (null as ""); equal text gives
+    equal hashes, and 128 bits make a collision of distinct text out of reach."""
+    s = pl.struct([pl.col(f).cast(pl.String).fill_null("") for f in fields])
+    return text.select(
+        s.hash(seed=HASH_SEEDS[0]).alias("_h0"), s.hash(seed=HASH_SEEDS[1]).alias("_h1")
+    )
+
+
+def scan(
+    batches: Iterable[pa.RecordBatch | pa.Table | pl.DataFrame],
+    d: DedupConfig,
+    store: Store,
+    advance: Callable[[int], None] | None = None,
+) -> pl.DataFrame:
+    """One row per input row, in input order: id, the keeper rank's values (`_rank{k}`; an
+    `id` key is filled in by exact_groups), `_blank`, `_h0`, `_h1`.
+    Each row's shingle set (and band keys) are appended to `store`, which is then sealed."""
+    fields = list(d.fields)
+    blank = pl.all_horizontal(
+        (pl.col(f) == "") if d.shingle == "chars" else (pl.col(f).str.strip_chars() == "")
+        for f in fields
+    ).alias("_blank")
+    ranks = [
+        (C.RANK_KEYS[k.lstrip("-")]() if k.lstrip("-") != "id" else pl.lit(0)).alias(f"_rank{i}")
+        for i, k in enumerate(d.keeper)
+    ]
+    frames = []
+    for batch in batches:
+        df = batch if isinstance(batch, pl.DataFrame) else pl.DataFrame(pl.from_arrow(batch))
+        text = df.select(pl.col(f).fill_null("") for f in fields)
+        small = df.select("id", *ranks).with_columns(text.select(blank).to_series())
+        frames.append(pl.concat([small, content_hash(text, fields)], how="horizontal"))
+        del df
+        for s in range(0, text.height, SUB_BATCH):
+            cols = [text[f].slice(s, SUB_BATCH).to_arrow() for f in fields]
+            store.append(*shingle_sets(cols, fields, d.ngram, d.shingle))
+        if advance:
+            advance(text.height)
+    store.seal()
+    release()
+    if not frames:
+        return pl.DataFrame(
+            schema={"id": pl.String}
+            | {f"_rank{i}": pl.Int32 for i in range(len(d.keeper))}
+            | {"_blank": pl.Boolean, "_h0": pl.UInt64, "_h1": pl.UInt64}
+        )
+    return pl.concat(frames, rechunk=True)
+
+
+def read_rows(pf: pq.ParquetFile, rows: np.ndarray, columns: list[str]) -> pl.DataFrame:
+    """`columns` of the given rows (sorted) of a Parquet file, row group by row group."""
+    out, r0 = [], 0
+    for g in range(pf.metadata.num_row_groups):
+        r1 = r0 + pf.metadata.row_group(g).num_rows
+        sel = rows[(rows >= r0) & (rows < r1)] - r0
+        if len(sel):
+            out.append(pf.read_row_group(g, columns=columns).take(pa.array(sel)))
+        r0 = r1
+    t = pa.concat_tables(out) if out else pf.schema_arrow.empty_table().select(columns)
+    return pl.DataFrame(pl.from_arrow(t))
+
+
+def _runs(change: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per item: the first of its run, where `order` lists the items so that each run (a new
+    run wherever `change` is set, change[0] set) is consecutive, smallest first."""
+    first = order[np.flatnonzero(change)]
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = first[np.cumsum(change) - 1]
+    return out
+
+
+def exact_groups(
+    keys: pl.DataFrame, d: DedupConfig, ties: Callable[[np.ndarray], pl.DataFrame]
+) -> pl.DataFrame:
+    """keys (from scan) in (id, source, source_ref) order: `_row` (input row), `_pos`, `_group`
+    (the smallest position of its exact group: rows sharing an id, or the content of a
+    non-blank row), id, the `_rank*` columns, `_blank`, `_h0`, `_h1`.
+
+    `ties(rows)` reads source and source_ref of the given rows (sorted): only rows whose id
+    is not unique need them, so they are read again for those rows instead of kept."""
+    n = keys.height
+    row_of_pos = keys.select(pl.arg_sort_by("id", maintain_order=True)).to_series().to_numpy()
+    row_of_pos = row_of_pos.astype(np.int64)
+    w = keys[row_of_pos]
+    same_id = w.select(pl.col("id") == pl.col("id").shift(1)).to_series().fill_null(False)
+    same = same_id.to_numpy()
+    if same.any():  # rows sharing an id: by source, source_ref, then input row
+        dup = np.flatnonzero(same | np.append(same[1:], False))
+        rows = np.sort(row_of_pos[dup])
+        t = (
+            ties(rows)
+            .select("source", "source_ref")
+            .with_columns(id=keys["id"].gather(rows), _row=pl.Series(rows))
+        )
+        row_of_pos[dup] = t.sort(C.TIE_BREAK, maintain_order=True)["_row"].to_numpy()
+        w = keys[row_of_pos]
+    del keys
+    pos = np.arange(n, dtype=np.int64)
+    id_first = _runs(~same, pos)
+    h0, h1 = w["_h0"].to_numpy(), w["_h1"].to_numpy()
+    by_content = np.lexsort((h1, h0))  # stable: positions ascending within equal content
+    h0, h1 = h0[by_content], h1[by_content]
+    change = np.ones(n, dtype=bool)
+    change[1:] = (h0[1:] != h0[:-1]) | (h1[1:] != h1[:-1])
+    content_first = np.where(w["_blank"].to_numpy(), pos, _runs(change, by_content))
+    group = C.components(n, np.concatenate([pos, pos]), np.concatenate([id_first, content_first]))
+    ids = {
+        f"_rank{i}": pl.Series(id_first) for i, k in enumerate(d.keeper) if k.lstrip("-") == "id"
+    }
+    return w.with_columns(
+        _row=pl.Series(row_of_pos), _pos=pl.Series(pos), _group=pl.Series(group), **ids
+    )

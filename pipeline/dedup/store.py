@@ -1,0 +1,169 @@
+"""Dedup's working files: shingle sets and band keys on disk, not in memory.
+
+At 10M items the shingle sets are a few GB and the signatures 10 GB (256 x uint32 each), so
+the stage writes what it needs later batch by batch and reads back only what a step needs:
+
+    shingles.u32     every row's sorted shingle set back to back (offsets stay in memory)
+    band-BBB.u64     uint64[N]: band B's LSH key of every row (a band is read whole)
+
+Signatures are not stored: the few a step needs (candidate pairs, big buckets, the kept
+rows' for the index) are recomputed from the shingle sets, which costs less than writing
+and reading back 1 KB per row (and 10 GB of disk at 10M). Rows are gathered with pread,
+never mmap: a mapped file's touched pages count in the process's resident size, and the
+kernel maps the pages around each touched one as well.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Any
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+
+from pipeline.dedup.lsh import band_keys
+from pipeline.dedup.minhash import permutations, signatures
+
+
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release() -> None:
+    """Hand freed memory back to the system between phases: arrow's allocator and glibc keep
+    freed pages for reuse, which the next phase's allocations (often another allocator's)
+    never make (150-250 MB at 3M items)."""
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+GAP = 1 << 10  # spans closer than this are read in one call: fewer calls, at most 1 KB more
+
+
+def read_spans(fd: int, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes [lo[k], hi[k]) of file fd (spans sorted, not overlapping) read into one
+    buffer: (buffer, where span k starts in it)."""
+    if not len(lo):
+        return np.empty(0, np.uint8), np.empty(0, np.int64)
+    brk = np.flatnonzero(lo[1:] > hi[:-1] + GAP) + 1
+    first = np.concatenate(([0], brk))
+    last = np.concatenate((brk, [len(lo)])) - 1
+    run_lo, size = lo[first], hi[last] - lo[first]
+    at = np.zeros(len(first), np.int64)
+    np.cumsum(size[:-1], out=at[1:])
+    buf = np.empty(int(size.sum()), np.uint8)
+    view = buf.data
+    for a, off, s in zip(at.tolist(), run_lo.tolist(), size.tolist(), strict=True):
+        while s:  # pread may return less than asked (it does not on regular files)
+            got = os.preadv(fd, [view[a : a + s]], off)
+            if got <= 0:
+                raise OSError(f"dedup work file: short read at byte {off}")
+            a, off, s = a + got, off + got, s - got
+    run = np.repeat(np.arange(len(first)), last - first + 1)
+    return buf, at[run] + (lo - run_lo[run])
+
+
+@nb.njit(nogil=True, cache=True)
+def _take_ranges(values, starts, lens, out):
+    w = 0
+    for k in range(starts.shape[0]):
+        s = starts[k]
+        for j in range(lens[k]):
+            out[w + j] = values[s + j]
+        w += lens[k]
+
+
+def take_ranges(values: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """values[starts[k] : starts[k] + lens[k]] for every k, back to back."""
+    out = np.empty(int(lens.sum()), dtype=values.dtype)
+    _take_ranges(values, starts.astype(np.int64), lens.astype(np.int64), out)
+    return out
+
+
+def csr_take(
+    offsets: np.ndarray, values: np.ndarray, items: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR sets of `items` (in that order) as a CSR of their own."""
+    lens = offsets[items + 1] - offsets[items]
+    local = np.zeros(len(items) + 1, np.int64)
+    np.cumsum(lens, out=local[1:])
+    return local, take_ranges(values, offsets[items], lens)
+
+
+class Store:
+    """The working files of one dedup run, appended batch by batch, then read by row."""
+
+    def __init__(self, folder: Path, num_perm: int, seed: int, bands: int, rows: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.dir, self.bands, self.rows = folder, bands, rows
+        self.perm = permutations(num_perm, seed)
+        self.n = 0
+        self._parts = [np.zeros(1, np.int64)]
+        self._shift = 0
+        self._w = {name: open(folder / name, "wb") for name in self.names()}
+        self.offsets = np.zeros(1, np.int64)  # shingle set k: values offsets[k]:offsets[k+1]
+
+    def names(self) -> list[str]:
+        return ["shingles.u32", *(f"band-{b:03d}.u64" for b in range(self.bands))]
+
+    def append(self, offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The next rows' CSR shingle sets (offsets from 0); returns their signatures."""
+        sig = signatures(offsets, values, *self.perm)
+        self._w["shingles.u32"].write(np.ascontiguousarray(values).data)
+        keys = band_keys(sig, np.arange(len(sig), dtype=np.int64), 0, self.bands, self.rows)
+        for b in range(self.bands):
+            self._w[f"band-{b:03d}.u64"].write(keys[b].data)
+        self._parts.append(offsets[1:] + self._shift)
+        self._shift += len(values)
+        self.n += len(sig)
+        return sig
+
+    def seal(self) -> None:
+        """Done appending: files flushed, shingle offsets in one array."""
+        for f in self._w.values():
+            f.close()
+        self.offsets = np.concatenate(self._parts)
+        self._parts = []
+
+    def band(self, b: int) -> np.ndarray:
+        """uint64[N]: band b's key of every row."""
+        return np.fromfile(self.dir / f"band-{b:03d}.u64", dtype=np.uint64)
+
+    def shingles(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The shingle sets of `rows` (any order, repeats allowed) as CSR, in that order."""
+        u, inv = np.unique(np.asarray(rows, np.int64), return_inverse=True)
+        lo, hi = self.offsets[u], self.offsets[u + 1]
+        fd = os.open(self.dir / "shingles.u32", os.O_RDONLY)
+        try:
+            buf, at = read_spans(fd, 4 * lo, 4 * hi)
+        finally:
+            os.close(fd)
+        values = take_ranges(buf.view(np.uint32), at // 4, hi - lo)  # spans are whole words
+        offsets = np.zeros(len(u) + 1, np.int64)
+        np.cumsum(hi - lo, out=offsets[1:])
+        if np.array_equal(u, rows):  # already sorted and unique: no second copy
+            return offsets, values
+        return csr_take(offsets, values, inv.reshape(-1))
+
+    def sig(self, rows: np.ndarray) -> np.ndarray:
+        """uint32[len(rows), num_perm]: the signatures of `rows`, from their shingle sets."""
+        return signatures(*self.shingles(rows), *self.perm)
+
+    def counts(self) -> np.ndarray:
+        """int32[N]: the size of every row's shingle set."""
+        return np.diff(self.offsets).astype(np.int32)
+
+    def drop(self, *names: str) -> None:
+        """Remove working files no later step reads (their disk space)."""
+        for name in names:
+            (self.dir / name).unlink(missing_ok=True)
