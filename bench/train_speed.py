@@ -31,19 +31,12 @@ sys.path.insert(0, str(ROOT))
 
 def examples(model_name: str, items: int, device: str = "cpu"):
     import polars as pl
+    from probe_recall import sample_run  # bench/ is on sys.path when run as a script
 
     from pipeline.train.data import order_items, preflight
     from pipeline.train.model import build
 
-    run = ROOT / "data" / "runs" / "sample"
-    if not (run / "export" / "manifest.json").exists():
-        cfg = ROOT / "data" / "sample" / "editcurate.toml"
-        subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "run", "--config", str(cfg)],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-        )
+    run = sample_run()
     df = order_items(pl.read_parquet(run / "export" / "train.parquet"), 0).head(items)
     model, tok, _ = build(model_name, 0, 16, 32, device)
     ex, _, _ = preflight(df, tok, 1024)

@@ -177,7 +177,7 @@ def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | 
 
 def _run_map(stage: Stage, cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     """A map stage through the configured executor, then its finalize."""
-    from pipeline.executors.local import run_map  # through run.executor, local or ray
+    from pipeline.executors import run_map  # through run.executor, local or ray
 
     totals = run_map(stage, cfg, io)
     if stage.finalize is None:

@@ -12,6 +12,7 @@ driver.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,10 +54,11 @@ def batches(
     reader = pq.ParquetFile(src, pre_buffer=False)
     for batch in reader.iter_batches(batch_size=size, columns=columns):
         outs, counts = fn(batch, ctx)
-        yield {k: _table(v) for k, v in outs.items()}, counts, batch.num_rows
+        yield {k: as_table(v) for k, v in outs.items()}, counts, batch.num_rows
 
 
-def _table(b: Any) -> pa.Table:
+def as_table(b: Any) -> pa.Table:
+    """A map output as a Table (steps may return RecordBatches)."""
     return pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
 
 
@@ -98,7 +100,7 @@ class Writer:
 
     def add(self, outs: dict[str, Any], counts: dict[str, Any]) -> None:
         for name, b in outs.items():
-            t = _table(b)
+            t = as_table(b)
             self.pending[name].append(t.cast(self.schemas[name]))  # the declared schema
             self.rows[name] += t.num_rows
             while self.rows[name] >= self.size:
@@ -117,3 +119,23 @@ class Writer:
             if self.rows[name]:
                 self._write(name, self.rows[name])
         return self.totals
+
+
+def run_map(stage: Stage, cfg: Config, io: StageIO) -> dict[Any, Any]:
+    """A map stage (`Stage.map`): its batches through `batches`, outputs through the Writer;
+    returns the summed counts."""
+    import pyarrow.parquet as pq
+
+    ctx = resolve(stage.start)(cfg) if stage.start else cfg
+    fn = resolve(stage.map)  # type: ignore[arg-type]
+    src = io.input(stage.reads[0])
+    size = batch_size(stage, cfg)
+    where = " (ray)" if cfg.run.executor == "ray" else ""
+    with ExitStack() as stack:
+        out = Writer(stage, io, pq.read_schema(src), size, stack)
+        bar = stack.enter_context(io.progress())
+        task = bar.add_task(stage.name + where, total=pq.ParquetFile(src).metadata.num_rows)
+        for outs, counts, rows in batches(cfg, src, fn, ctx, size):
+            out.add(outs, counts)
+            bar.advance(task, rows)
+        return out.close()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pipeline.errors import EnvError
-from pipeline.executors import BatchFn, Result
+from pipeline.executors import BatchFn, Result, as_table
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -69,7 +69,7 @@ def ray_batches(
         return pa.table(
             {
                 "__outs": [json.dumps(sorted(outs))],
-                "__ipc": [[_ipc(_as_table(outs[n])) for n in sorted(outs)]],
+                "__ipc": [[_ipc(as_table(outs[n])) for n in sorted(outs)]],
                 "__counts": [json.dumps(_jsonable(counts))],
                 "__rows": [batch.num_rows],
             }
@@ -85,10 +85,6 @@ def ray_batches(
             blobs = res["__ipc"][k].as_py()
             outs = {n: _table(b) for n, b in zip(names, blobs, strict=True)}
             yield outs, json.loads(res["__counts"][k].as_py()), res["__rows"][k].as_py()
-
-
-def _as_table(b: Any) -> pa.Table:
-    return pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
 
 
 def _jsonable(counts: Any) -> Any:
