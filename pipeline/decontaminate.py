@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.markup import escape
 
 from pipeline.config import Config, DedupConfig, SourceConfig, canonical_text, updated
@@ -31,6 +30,7 @@ from pipeline.executors import batches, merge
 from pipeline.ingest import table
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.opening import check_source_path
+from pipeline.parts import num_rows, read_schema
 from pipeline.runs import StageFailed, input_fingerprint
 
 if TYPE_CHECKING:
@@ -119,12 +119,12 @@ def benchmark_index(cfg: Config, d: DedupConfig) -> tuple[ix.Index, dict[str, An
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = settings(cfg)
     src = io.input(INPUT)
-    schema = pq.read_schema(src)
+    schema = read_schema(src)
     removed_schema = schema
     for name, typ in REMOVED_EXTRA:
         removed_schema = removed_schema.append(pa.field(name, typ))
     index, per = benchmark_index(cfg, d) if cfg.decontaminate.against else (None, {})
-    n = pq.ParquetFile(src).metadata.num_rows
+    n = num_rows(src)
     counts: dict[str, Any] = {"items_in": n, "kept": 0, "removed": 0}
     with (
         io.sink("kept.parquet", schema) as kept_w,

@@ -26,13 +26,13 @@ import pyarrow.parquet as pq
 from pipeline.config import Config
 from pipeline.console import progress
 from pipeline.errors import DataError
+from pipeline.parts import Parts, read_schema
 from pipeline.runs import (
     StageFailed,
     StageRun,
     code_version,
-    parquet_sink,
+    parts_sink,
     read_manifest,
-    write_parquet,
     write_text,
 )
 from pipeline.stage import Output, Stage, resolve
@@ -60,12 +60,18 @@ class StageIO:
     def table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
         return pq.read_table(self.input(rel), columns=columns)
 
+    def parts(self, rel: str) -> Parts:
+        """An input output's parts, read as one table (pipeline/parts.py)."""
+        return Parts(self.input(rel))
+
     def sink(self, name: str, schema: pa.Schema) -> Any:
-        """An atomic Parquet writer for output `name` (renamed into place on success)."""
-        return parquet_sink(self.dir / name, schema, self.meta)
+        """An atomic writer of output `name`: a folder of Parquet parts of run.part_rows rows,
+        renamed into place on success."""
+        return parts_sink(self.dir / name, schema, self.meta, self.cfg.run.part_rows)
 
     def write(self, name: str, table: pa.Table) -> None:
-        write_parquet(table, self.dir / name, self.meta)
+        with self.sink(name, table.schema) as w:
+            w.write_table(table)
 
     def write_text(self, name: str, text: str) -> None:
         write_text(self.dir / name, text)
@@ -111,7 +117,9 @@ def prepare(stage: Stage, cfg: Config) -> StageRun:
     extra, external = resolve(stage.key)(cfg) if stage.key else ("", {})
     inputs.update(external)
     section = cfg.fingerprint(stage.section) if stage.section else ""
-    text = "\0".join((stage.name, section, extra, code_version(stage.code)))
+    # part boundaries are part of the output bytes
+    parts = f"part_rows={cfg.run.part_rows}"
+    text = "\0".join((stage.name, section, extra, code_version(stage.code), parts))
     return StageRun(
         run_dir=cfg.run_dir,
         stage=stage.name,
@@ -136,7 +144,7 @@ def run_stage(stage: Stage, cfg: Config, force: bool = False) -> StageResult:
     else:
         assert stage.step is not None  # Stage checks exactly one of step and map
         counts, extra = resolve(stage.step)(cfg, io)
-    in_schema = pq.read_schema(io.input(stage.reads[0])) if stage.reads else None
+    in_schema = read_schema(io.input(stage.reads[0])) if stage.reads else None
     for out in stage.writes:
         _check_schema(stage, out, io.dir / out.name, in_schema)
         sr.record_output(out.name, out.role)
@@ -168,7 +176,7 @@ def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | 
         want = resolve(want)
     if callable(want) and not isinstance(want, pa.Schema):
         want = want(in_schema)
-    got = pq.read_schema(path)
+    got = read_schema(path)
     if [(f.name, f.type) for f in got] != [(f.name, f.type) for f in want]:
         raise StageFailed(
             f"{stage.name}: {out.name} has columns {got.names}, the stage declares {want.names}"

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import EnvError, UsageError
+from pipeline.parts import PartSink, num_rows
 
 MANIFEST = "manifest.json"
 PARQUET_OPTS = dict(compression="zstd", write_statistics=True)
@@ -173,6 +175,23 @@ def parquet_sink(path: Path, schema: pa.Schema, meta: dict[str, str]) -> Iterato
         raise
 
 
+@contextmanager
+def parts_sink(
+    path: Path, schema: pa.Schema, meta: dict[str, str], part_rows: int
+) -> Iterator[PartSink]:
+    """A folder of Parquet parts (pipeline/parts.py), renamed over `path` only when the block
+    succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    schema = schema.with_metadata({**(schema.metadata or {}), **_meta_bytes(meta)})
+    sink = PartSink(path, schema, part_rows, **PARQUET_OPTS)
+    try:
+        yield sink
+    except BaseException:
+        sink.abort()
+        raise
+    sink.close()
+
+
 def write_parquet(table: pa.Table, path: Path, meta: dict[str, str]) -> None:
     with parquet_sink(path, table.schema, meta) as w:
         w.write_table(table)
@@ -245,13 +264,16 @@ class StageRun:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / MANIFEST).unlink(missing_ok=True)
         for stale in self.dir.glob(".*.tmp"):
-            stale.unlink()
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
 
     def record_output(self, name: str, role: str) -> None:
         """role: "items" (carries items on), "terminal" (items leave here), or "aux".
         A folder output (hf/) is recorded by its files' total size and a hash over them."""
         p = self.dir / name
-        rows = pq.ParquetFile(p).metadata.num_rows if name.endswith(".parquet") else None
+        rows = num_rows(p) if name.endswith(".parquet") else None
         self.outputs[name] = {
             "role": role,
             "rows": rows,

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 
+from pipeline.parts import Parts
 from pipeline.runs import MANIFEST, output_sha, read_manifest
 from pipeline.stage import NAMES
 
@@ -150,7 +150,7 @@ def _id_digest(paths: list[Path]) -> tuple[int, int, int]:
     n, s1, s2 = 0, np.uint64(0), np.uint64(0)
     with np.errstate(over="ignore"):  # the sums wrap mod 2**64 by design
         for path in paths:
-            for b in pq.ParquetFile(path).iter_batches(columns=["id"], batch_size=1 << 20):
+            for b in Parts(path).iter_batches(1 << 20, ["id"]):
                 ids = pl.Series(b.column(0))
                 n += len(ids)
                 s1 += ids.hash(seed=1).to_numpy().sum(dtype=np.uint64)

@@ -3,6 +3,7 @@ import json
 import polars as pl
 import pyarrow.parquet as pq
 
+from pipeline.parts import part_name
 from tests.conftest import toml_config
 
 GOOD = [
@@ -34,7 +35,7 @@ def test_ingest_writes_items_errors_and_manifest(tmp_path, cli):
 def test_outputs_are_byte_identical_across_runs(tmp_path, cli):
     cfg = setup_run(tmp_path)
     cli("ingest", "--config", cfg)
-    out = tmp_path / "runs" / "t" / "ingest" / "items.parquet"
+    out = tmp_path / "runs" / "t" / "ingest" / "items.parquet" / part_name(0)
     first = out.read_bytes()
     cli("ingest", "--config", cfg, "--force")
     assert out.read_bytes() == first
@@ -60,7 +61,7 @@ def test_verify_passes_on_a_run_and_fails_when_outputs_are_tampered_with(tmp_pat
     run = tmp_path / "runs" / "t"
     assert "verify passed" in cli("verify", run).output
     items = pl.read_parquet(run / "ingest" / "items.parquet")
-    items.head(items.height - 1).write_parquet(run / "ingest" / "items.parquet")
+    items.head(items.height - 1).write_parquet(run / "ingest" / "items.parquet" / part_name(0))
     res = cli("verify", run, ok=False)
     assert res.exit_code == 1
     assert "changed after the stage wrote it" in res.output

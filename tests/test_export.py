@@ -10,7 +10,6 @@ from pathlib import Path
 import datasets
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.config import ConfigError, ExportConfig, load_config
 from pipeline.export import SPLITS, assign_splits, groupings
+from pipeline.parts import num_rows, part_name
 from pipeline.runs import write_parquet
 from pipeline.schema import ITEM_SCHEMA
 from pipeline.template import render
@@ -195,9 +195,9 @@ def test_export_end_to_end(sample_run: Path) -> None:
     exp = sample_run / "runs" / "sample" / "export"
     dd = datasets.load_from_disk(str(exp / "hf"))
     assert list(dd) == list(SPLITS)
-    files = {s: str(exp / f"{s}.parquet") for s in SPLITS}
+    files = {s: str(exp / f"{s}.parquet" / "*.parquet") for s in SPLITS}  # folders of parts
     lp = datasets.load_dataset("parquet", data_files=files, cache_dir=str(sample_run / "cache"))
-    n = pq.read_metadata(sample_run / "runs" / "sample" / "shapes" / "kept.parquet").num_rows
+    n = num_rows(sample_run / "runs" / "sample" / "shapes" / "kept.parquet")
     assert sum(dd[s].num_rows for s in SPLITS) == n
     for ds in (dd, lp):
         for s in SPLITS:
@@ -229,7 +229,8 @@ def test_verify_fails_when_a_group_spans_splits(sample_run: Path, tmp_path) -> N
     tables[src] = tables[src].filter(pl.col("before") != "    rev: v4.5.0")
     tables[dst] = pl.concat([tables[dst], moved])
     for s in (src, dst):
-        write_parquet(tables[s].to_arrow(), exp / f"{s}.parquet", {})
+        shutil.rmtree(exp / f"{s}.parquet")
+        write_parquet(tables[s].to_arrow(), exp / f"{s}.parquet" / part_name(0), {})
     problems, _ = verify_run(run)
     assert any("shape group (repo) groups span two or more splits" in p for p in problems)
 
@@ -281,9 +282,9 @@ def test_the_card_has_hugging_face_front_matter_and_the_funnel(tmp_path, cli):
     assert meta["task_categories"] == ["text-generation"] and "code-review" in meta["tags"]
     files = meta["configs"][0]["data_files"]
     assert [(f["split"], f["path"]) for f in files] == [
-        ("train", "train.parquet"),
-        ("validation", "validation.parquet"),
-        ("test", "test.parquet"),
+        ("train", "train.parquet/*.parquet"),
+        ("validation", "validation.parquet/*.parquet"),
+        ("test", "test.parquet/*.parquet"),
     ]
     assert "## Curation funnel" in card and "| filter | 40 |" in card
 

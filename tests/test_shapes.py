@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 import polars as pl
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import ConfigError, ShapesConfig, load_config
+from pipeline.parts import num_rows
 from pipeline.runs import StageRun, write_parquet
 from pipeline.shapes import (
     HEX,
@@ -384,7 +384,7 @@ def test_stage_end_to_end(tmp_path, cli, policy: str) -> None:
         assert kept["batch_order"].to_list() == sorted(kept["batch_order"].to_list())
     problems, _ = verify_run(tmp_path / "runs" / "t")
     assert problems == []
-    assert pq.read_metadata(out / "kept.parquet").num_rows + removed.height == 3
+    assert num_rows(out / "kept.parquet") + removed.height == 3
 
 
 def test_config_loads_shapes_section(tmp_path) -> None:

@@ -9,12 +9,12 @@ import hashlib
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import ShapesConfig
+from pipeline.parts import Parts, num_rows
 from pipeline.shapes import find_shapes, group_shapes, shape_columns
 from pipeline.shapes import kernels as K
 from pipeline.shapes.normalise import (
@@ -176,7 +176,7 @@ def test_streamed_stage_equals_the_in_memory_result(tmp_path, cli, monkeypatch, 
     res = find_shapes(df, s, KEEPER)
     want_shapes = group_shapes(df, s).drop("_row")
     assert pl.read_parquet(out / "shapes.parquet").equals(want_shapes)
-    assert pq.read_metadata(out / "shapes.parquet").num_row_groups > 4
+    assert Parts(out / "shapes.parquet").num_row_groups > 4
     kept = pl.read_parquet(out / "kept.parquet")
     removed = pl.read_parquet(out / "removed.parquet")
     if policy == "spread":
@@ -202,4 +202,4 @@ def test_an_empty_input_gives_empty_outputs(tmp_path, cli, policy) -> None:
     cli("shapes", "--config", tmp_path / "c.toml")
     out = tmp_path / "runs" / "t" / "shapes"
     for name in ("kept", "removed", "shapes"):
-        assert pq.read_metadata(out / f"{name}.parquet").num_rows == 0
+        assert num_rows(out / f"{name}.parquet") == 0

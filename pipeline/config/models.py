@@ -316,6 +316,8 @@ class RunConfig(Section):
     executor: Literal["local", "ray"] = "local"  # who runs map steps (pipeline/executors)
     ray_address: str = ""  # ray: a cluster to join ("" = start a local instance)
     num_cpus: int = Field(default=2, ge=1)  # ray: CPUs of the local instance
+    # rows per Parquet part of every stage output (pipeline/parts.py)
+    part_rows: int = Field(default=1 << 18, ge=1)
 
     @field_validator("name")
     @classmethod

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import clusters as C
@@ -108,19 +107,6 @@ def scan(
             | {"_blank": pl.Boolean, "_h0": pl.UInt64, "_h1": pl.UInt64}
         )
     return pl.concat(frames, rechunk=True)
-
-
-def read_rows(pf: pq.ParquetFile, rows: np.ndarray, columns: list[str]) -> pl.DataFrame:
-    """`columns` of the given rows (sorted) of a Parquet file, row group by row group."""
-    out, r0 = [], 0
-    for g in range(pf.metadata.num_row_groups):
-        r1 = r0 + pf.metadata.row_group(g).num_rows
-        sel = rows[(rows >= r0) & (rows < r1)] - r0
-        if len(sel):
-            out.append(pf.read_row_group(g, columns=columns).take(pa.array(sel)))
-        r0 = r1
-    t = pa.concat_tables(out) if out else pf.schema_arrow.empty_table().select(columns)
-    return pl.DataFrame(pl.from_arrow(t))
 
 
 def _runs(change: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -37,8 +37,8 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.table import Table
 
 from pipeline.config import Config, ConfigError
@@ -46,7 +46,7 @@ from pipeline.console import console
 from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult, find, find_duplicates, needed_columns, scan_floor
 from pipeline.dedup.lsh import p_candidate
-from pipeline.dedup.scan import exact_groups, read_rows, scan
+from pipeline.dedup.scan import exact_groups, scan
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
 from pipeline.runs import read_manifest
@@ -124,9 +124,7 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = cfg.dedup
     src = io.input(INPUT)
-    # pre_buffer off: with it, pyarrow's file object keeps every buffer it has read until it
-    # is dropped (about 12 MB per 100k items), which is the whole input by the end
-    pf = pq.ParquetFile(src, pre_buffer=False)
+    pf = io.parts(INPUT)
     # source and source_ref only order rows sharing an id: read again for those (scan.py)
     columns = [c for c in needed_columns(d) if c in pf.schema_arrow.names]
     columns = [c for c in columns if c not in ("source", "source_ref")]
@@ -139,14 +137,14 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         store = Store(work / "store", d.num_perm, d.seed, d.bands, d.rows)
         with io.progress() as bar:
-            task = bar.add_task("dedup: shingles + MinHash", total=pf.metadata.num_rows)
-            batches = pf.iter_batches(batch_size=d.batch_size, columns=columns)
+            task = bar.add_task("dedup: shingles + MinHash", total=pf.num_rows)
+            batches = pf.iter_batches(d.batch_size, columns)
             # one expression: each step holds the only reference to its input, and drops it
             res = find(
                 exact_groups(
                     scan(batches, d, store, advance=lambda k: bar.advance(task, k)),
                     d,
-                    lambda rows: read_rows(pf, rows, ["source", "source_ref"]),
+                    lambda rows: pl.DataFrame(pf.take(rows, ["source", "source_ref"])),
                 ),
                 store,
                 d,

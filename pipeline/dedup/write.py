@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
-import pyarrow.parquet as pq
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult
 from pipeline.dedup.store import Store, release
+from pipeline.parts import Parts
 
 PART_ROWS = ix.PART_ROWS  # output rows per chunk, per partition and per index part
 READ_ROWS = 1 << 16  # input rows per scatter batch
@@ -62,8 +62,8 @@ class Partitions:
 
 def scatter(src: Path, res: DedupResult, folder: Path) -> Partitions:
     """One pass over the input: every row to the partition of its output slot."""
-    pf = pq.ParquetFile(src, pre_buffer=False)  # else it keeps all it read (stage.py)
-    n = pf.metadata.num_rows
+    pf = Parts(src)
+    n = pf.num_rows
     nkept = len(res.kept_rows)
     slot = np.full(n, -1, dtype=np.int64)
     slot[res.kept_rows] = np.arange(nkept)
@@ -75,7 +75,7 @@ def scatter(src: Path, res: DedupResult, folder: Path) -> Partitions:
     parts = Partitions(folder, pf.schema_arrow)
     r0 = 0
     try:
-        for batch in pf.iter_batches(batch_size=READ_ROWS):
+        for batch in pf.iter_batches(READ_ROWS):
             r1 = r0 + batch.num_rows
             p = part[r0:r1]
             t = pa.Table.from_batches([batch]).append_column("_slot", pa.array(slot[r0:r1]))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from pipeline.parts import Parts, read_schema
 from pipeline.runs import StageFailed
 from pipeline.stage import Output, resolve
 
@@ -48,11 +49,7 @@ def batches(
 
         yield from ray_batches(cfg, src, fn, ctx, size, columns)
         return
-    import pyarrow.parquet as pq
-
-    # pre_buffer keeps every page read until the reader closes: off, memory stays per batch
-    reader = pq.ParquetFile(src, pre_buffer=False)
-    for batch in reader.iter_batches(batch_size=size, columns=columns):
+    for batch in Parts(src).iter_batches(size, columns):
         outs, counts = fn(batch, ctx)
         yield {k: as_table(v) for k, v in outs.items()}, counts, batch.num_rows
 
@@ -124,17 +121,15 @@ class Writer:
 def run_map(stage: Stage, cfg: Config, io: StageIO) -> dict[Any, Any]:
     """A map stage (`Stage.map`): its batches through `batches`, outputs through the Writer;
     returns the summed counts."""
-    import pyarrow.parquet as pq
-
     ctx = resolve(stage.start)(cfg) if stage.start else cfg
     fn = resolve(stage.map)  # type: ignore[arg-type]
     src = io.input(stage.reads[0])
     size = batch_size(stage, cfg)
     where = " (ray)" if cfg.run.executor == "ray" else ""
     with ExitStack() as stack:
-        out = Writer(stage, io, pq.read_schema(src), size, stack)
+        out = Writer(stage, io, read_schema(src), size, stack)
         bar = stack.enter_context(io.progress())
-        task = bar.add_task(stage.name + where, total=pq.ParquetFile(src).metadata.num_rows)
+        task = bar.add_task(stage.name + where, total=Parts(src).num_rows)
         for outs, counts, rows in batches(cfg, src, fn, ctx, size):
             out.add(outs, counts)
             bar.advance(task, rows)

@@ -47,7 +47,7 @@ def front_matter(cfg: Config, n: int) -> str:
         "configs": [
             {
                 "config_name": "default",
-                "data_files": [{"split": s, "path": f"{s}.parquet"} for s in SPLITS],
+                "data_files": [{"split": s, "path": f"{s}.parquet/*.parquet"} for s in SPLITS],
             }
         ],
     }
@@ -141,9 +141,12 @@ def _dataset(path: Path, cache: Path) -> Any:
     import pyarrow.parquet as pq
     from datasets.table import InMemoryTable
 
-    if pq.ParquetFile(path).metadata.num_rows == 0:
+    from pipeline.parts import num_rows, part_files
+
+    if num_rows(path) == 0:
         return datasets.Dataset(InMemoryTable(pq.read_table(path)))
-    return datasets.Dataset.from_parquet(str(path), cache_dir=str(cache), keep_in_memory=False)
+    files = [str(f) for f in part_files(path)]
+    return datasets.Dataset.from_parquet(files, cache_dir=str(cache), keep_in_memory=False)
 
 
 def save_hf(files: dict[str, Path], dest: Path) -> None:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.table import Table
 from rich.text import Text
 
@@ -24,6 +23,7 @@ from pipeline.export.split import (
     manifest_groupings,
     split_rule,
 )
+from pipeline.parts import read_schema
 from pipeline.template import render
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     assigned = assign_splits(items, clusters, shapes, e)
     cross = leakage(assigned, items, clusters, shapes, e)
     split_of = assigned.select("id", "split", "export_group")
-    schema = pq.read_schema(src).append(pa.field("export_group", pa.int64()))
+    schema = read_schema(src).append(pa.field("export_group", pa.int64()))
     if e.format == "sft":
         schema = schema.append(pa.field("prompt", pa.string()))
         schema = schema.append(pa.field("completion", pa.string()))
@@ -110,7 +110,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         "by_source": by_source,
         "format": e.format,
     }
-    files = {s: io.dir / f"{s}.parquet" for s in SPLITS}
+    files = {s: io.dir / f"{s}.parquet" for s in SPLITS}  # folders of parts
     io.write_tree("hf", lambda dest: save_hf(files, dest))
     io.write_text("README.md", card(counts, extra, cfg, io.run))
     return counts, extra

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, cast
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from rich.markup import escape
 from rich.table import Table
 
@@ -19,6 +18,7 @@ from pipeline.config import Config
 from pipeline.console import console
 from pipeline.filter.apply import apply_rules
 from pipeline.filter.rules import RulesError, RuleSet, load_rules, rules_path
+from pipeline.parts import num_rows
 from pipeline.runs import StageFailed
 from pipeline.schema import ITEM_SCHEMA
 
@@ -88,7 +88,7 @@ def finalize(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The summed batch counts -> the manifest's counts and per-rule table."""
     rules = _load(cfg)
-    rows = {n: pq.ParquetFile(io.dir / n).metadata.num_rows for n in STAGE_FILES}
+    rows = {n: num_rows(io.dir / n) for n in STAGE_FILES}
     counts = {
         "items_in": t.get("items_in", 0),
         "kept": rows["kept.parquet"],

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.markup import escape
 from rich.table import Table
 
 from pipeline.config import Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
+from pipeline.parts import Parts
 from pipeline.shapes.columns import key_frame
 from pipeline.shapes.group import SCOPES, ShapesResult, analyse
 
@@ -80,27 +80,17 @@ def input_columns(s: ShapesConfig, keeper: list[str], have: list[str]) -> list[s
     return [c for c in have if c in want]
 
 
-def _fetch(src: pq.ParquetFile, rows: list[int]) -> pl.DataFrame:
+def _fetch(src: Parts, rows: list[int]) -> pl.DataFrame:
     """path, repo and comment of a few rows, reading only their row groups."""
-    meta = src.metadata
-    ends = np.cumsum([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
-    cols = ["path", "repo", "comment"]
-    groups: dict[int, pa.Table] = {}
-    out = [src.schema_arrow.empty_table().select(cols)]
-    for r in rows:
-        g = int(np.searchsorted(ends, r, side="right"))
-        if g not in groups:
-            groups[g] = src.read_row_group(g, columns=cols)
-        out.append(groups[g].slice(r - int(ends[g] - groups[g].num_rows), 1))
-    return pl.from_arrow(pa.concat_tables(out))  # type: ignore[return-value]
+    return pl.from_arrow(src.take(rows, ["path", "repo", "comment"]))  # type: ignore[return-value]
 
 
 def _key_frames(
-    src: pq.ParquetFile, cols: list[str], s: ShapesConfig, rank: list[str] | None, bar: Any
+    src: Parts, cols: list[str], s: ShapesConfig, rank: list[str] | None, bar: Any
 ) -> list[pl.DataFrame]:
     """key_frame of every input batch, two at a time: the kernels and polars release the GIL,
     so one batch's line diffs overlap the other's hashing."""
-    task = bar.add_task("shapes: line diffs", total=src.metadata.num_rows)
+    task = bar.add_task("shapes: line diffs", total=src.num_rows)
     out: list[pl.DataFrame] = []
     pending: deque[Future[pl.DataFrame]] = deque()
     with ThreadPoolExecutor(2) as pool:
@@ -124,8 +114,7 @@ def _key_frames(
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     s = cfg.shapes
     keeper = list(cfg.dedup.keeper)
-    # pre_buffer off: on, the reader keeps every buffer it read for as long as it lives
-    src = pq.ParquetFile(io.input(INPUT), pre_buffer=False)
+    src = io.parts(INPUT)
     cols = input_columns(s, keeper, src.schema_arrow.names)
     rank = keeper if s.policy == "cap" else None
     with io.progress() as bar:
@@ -143,10 +132,10 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     return res.counts, extra
 
 
-def write_outputs(src: pq.ParquetFile, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
+def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
     """kept (input order, or batch_order for spread), removed (input order), shapes; the input
     is streamed a batch at a time."""
-    n = src.metadata.num_rows
+    n = src.num_rows
     gone = np.zeros(n, dtype=bool)
     gone[res.removed["_row"].to_numpy()] = True
     removed = res.removed.sort("_row")
@@ -189,7 +178,7 @@ def write_outputs(src: pq.ParquetFile, res: ShapesResult, s: ShapesConfig, io: S
             w.write_table(part.drop("_row").to_arrow().cast(SHAPES_SCHEMA))
 
 
-def _write_spread(src: pq.ParquetFile, order: np.ndarray, io: StageIO) -> None:
+def _write_spread(src: Parts, order: np.ndarray, io: StageIO) -> None:
     """kept in batch_order, the input streamed once: rows go to temp files by position
     bucket, then each bucket is sorted in memory and written (memory: one bucket)."""
     schema = src.schema_arrow.append(pa.field("batch_order", pa.int64()))

@@ -66,6 +66,8 @@ def parquet_digests(run_dir: Path) -> dict[str, str]:
     return {
         p.relative_to(run_dir).as_posix(): file_sha256(p)
         for p in sorted(run_dir.rglob("*.parquet"))
+        # the parts, not the output folders that hold them, nor a writer's temp folder
+        if p.is_file() and not any(q.startswith(".") for q in p.relative_to(run_dir).parts)
     }
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.parts import part_files, part_name, read_schema
 from tests.adversarial.corpus import (
     GOOD,
     SPLITS,
@@ -186,13 +187,16 @@ def test_a_killed_run_resumes_byte_identical(finished, tmp_path, stage, damage):
     w = copy_run(finished, tmp_path)
     run_dir = w / "runs" / "t"
     d = run_dir / stage
-    out = next(p for p in sorted(d.glob("*.parquet")))
+    folder = next(p for p in sorted(d.glob("*.parquet")))  # an output: a folder of parts
+    out = part_files(folder)[0]
     if "no_manifest" in damage:
         (d / "manifest.json").unlink()
-    if "tmp" in damage:
-        (d / f".{out.name}.99999.tmp").write_bytes(out.read_bytes()[:100])
+    if "tmp" in damage:  # a writer killed midway leaves its temp folder with a partial part
+        tmp = d / f".{folder.name}.99999.tmp"
+        tmp.mkdir()
+        (tmp / out.name).write_bytes(out.read_bytes()[:100])
     if damage == "output_gone":
-        out.unlink()
+        shutil.rmtree(folder)
     if damage == "output_truncated":
         out.write_bytes(out.read_bytes()[:-10])
     res = cli("run", "--config", w / "editcurate.toml")
@@ -207,8 +211,11 @@ def test_a_killed_run_resumes_byte_identical(finished, tmp_path, stage, damage):
 
 
 def _rewrite(p: Path, t: pa.Table) -> None:
-    meta = pq.read_schema(p).metadata
-    pq.write_table(t.replace_schema_metadata(meta), p, compression="zstd")
+    """Output folder p now holds t, in one part."""
+    meta = read_schema(p).metadata
+    for f in part_files(p):
+        f.unlink()
+    pq.write_table(t.replace_schema_metadata(meta), p / part_name(0), compression="zstd")
 
 
 def _droprow(p: Path) -> None:
@@ -246,10 +253,13 @@ TAMPER = {
         "filter/manifest.json",
     ),
     "parquet_garbage": (
-        lambda r: (r / "dedup" / "kept.parquet").write_bytes(b"PAR1" + b"\0" * 64 + b"PAR1"),
+        lambda r: (r / "dedup" / "kept.parquet" / part_name(0)).write_bytes(
+            b"PAR1" + b"\0" * 64 + b"PAR1"
+        ),
         "dedup/kept.parquet",
     ),
-    "output_missing": (lambda r: (r / "shapes" / "kept.parquet").unlink(), "missing"),
+    "output_missing": (lambda r: shutil.rmtree(r / "shapes" / "kept.parquet"), "missing"),
+    "part_missing": (lambda r: (r / "dedup" / "kept.parquet" / part_name(0)).unlink(), "dedup"),
     "leak_across_splits": (_move_one, "span two or more splits"),
     "markup_in_a_manifest": (
         lambda r: (r / "export" / "manifest.json").write_text(

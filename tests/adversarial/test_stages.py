@@ -11,6 +11,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.parts import num_rows, read_schema
 from tests.adversarial.corpus import (
     GOOD,
     KEEP_ALL,
@@ -144,7 +145,7 @@ def test_every_item_rejected_gives_empty_schema_correct_outputs(tmp_path):
     rows = [row(k, after=row(k)["before"]) for k in range(4)]  # no-ops: all dropped
     res, run_dir = run(tmp_path, rows)
     assert_sound_run(res, run_dir)
-    kept = pq.read_schema(run_dir / "filter" / "kept.parquet")
+    kept = read_schema(run_dir / "filter" / "kept.parquet")
     for s in SPLITS:
         t = pq.read_table(run_dir / "export" / f"{s}.parquet")
         assert t.num_rows == 0 and set(kept.names) - {"flags"} <= set(t.schema.names)
@@ -176,7 +177,7 @@ def test_ratios_that_leave_a_split_empty(finished, tmp_path, ratios):
     run_dir = w / "runs" / "t"
     assert_sound_run(res, run_dir)
     got = {s: t.height for s, t in exported(run_dir).items()}
-    assert sum(got.values()) == pq.read_metadata(run_dir / "shapes" / "kept.parquet").num_rows
+    assert sum(got.values()) == num_rows(run_dir / "shapes" / "kept.parquet")
     for s, r in zip(SPLITS, json.loads(ratios), strict=True):
         assert (got[s] == 0) == (r == 0), got
 

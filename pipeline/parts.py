@@ -1,0 +1,184 @@
+"""Stage outputs as folders of Parquet parts: `kept.parquet/part-00000.parquet`, ...
+
+A part holds `run.part_rows` rows (the last one fewer), so part boundaries and names follow
+from the row count alone: the same rows give the same parts whichever executor wrote them,
+and no file grows with the corpus. Readers (a later stage, Ray Data, polars) can split work
+by file. The folder keeps the `.parquet` name the single file had (the Hive/Spark
+convention): `pl.read_parquet`, `pl.scan_parquet`, `pq.read_table` and pandas read a whole
+output by that path. A plain Parquet file still reads as a one-part output (runs written
+before parts, or a table a user hands in).
+
+The folder is written as a temp folder beside it and renamed into place when complete, so a
+reader never sees a half-written output.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.errors import DataError
+
+PART_ROWS = 1 << 18  # rows per part: a few row groups of any stage's batch size
+PART_GLOB = "part-*.parquet"
+
+
+def part_name(k: int) -> str:
+    return f"part-{k:05d}.parquet"
+
+
+def part_files(path: Path) -> list[Path]:
+    """The parts of an output in row order (a plain file is its own one part)."""
+    if not path.is_dir():
+        return [path]
+    found = sorted(path.glob(PART_GLOB))  # zero-padded names: sorted = row order
+    if not found:
+        raise DataError(f"{path}: a folder output with no Parquet parts ({PART_GLOB})")
+    return found
+
+
+def read_schema(path: Path) -> pa.Schema:
+    return pq.read_schema(part_files(path)[0])
+
+
+def num_rows(path: Path) -> int:
+    return sum(pq.read_metadata(f).num_rows for f in part_files(path))
+
+
+class Parts:
+    """An output's parts read as one table: rows numbered across the parts in order.
+
+    Files are opened without pre-buffering: with it, a reader keeps every page it read for
+    as long as it lives, and memory would grow with the corpus."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.files = [pq.ParquetFile(f, pre_buffer=False) for f in part_files(path)]
+        self.schema_arrow: pa.Schema = self.files[0].schema_arrow
+        # global row number where each row group starts, and its (file, group)
+        starts, where, at = [], [], 0
+        for i, f in enumerate(self.files):
+            for g in range(f.metadata.num_row_groups):
+                starts.append(at)
+                where.append((i, g))
+                at += f.metadata.row_group(g).num_rows
+        self.num_rows = at
+        self._starts = np.asarray(starts + [at], dtype=np.int64)
+        self._where = where
+
+    @property
+    def num_row_groups(self) -> int:
+        return len(self._where)
+
+    def iter_batches(
+        self, batch_size: int, columns: list[str] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """Batches of exactly `batch_size` rows (the last one fewer) across part boundaries,
+        so a step sees the same batches however the output was cut into parts."""
+        pending: list[pa.RecordBatch] = []
+        held = 0
+        for f in self.files:
+            for b in f.iter_batches(batch_size=batch_size, columns=columns):
+                if not pending and b.num_rows == batch_size:
+                    yield b
+                    continue
+                pending.append(b)
+                held += b.num_rows
+                while held >= batch_size:
+                    whole = pa.Table.from_batches(pending).combine_chunks()
+                    yield whole.slice(0, batch_size).to_batches()[0]
+                    rest = whole.slice(batch_size)
+                    pending = rest.to_batches() if rest.num_rows else []
+                    held = rest.num_rows
+        if held:
+            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+    def take(self, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:
+        """`columns` of the given rows, in the order given, reading only their row groups."""
+        rows = np.asarray(rows, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        srt = rows[order]
+        if len(srt) and (srt[0] < 0 or srt[-1] >= self.num_rows):
+            raise IndexError(f"{self.path}: row out of range 0..{self.num_rows - 1}")
+        out = []
+        group_of = np.searchsorted(self._starts, srt, side="right") - 1
+        for g in np.unique(group_of):
+            i, rg = self._where[g]
+            sel = srt[group_of == g] - self._starts[g]
+            out.append(self.files[i].read_row_group(rg, columns=columns).take(pa.array(sel)))
+        t = pa.concat_tables(out) if out else self.schema_arrow.empty_table().select(columns)
+        if len(rows) and not (order == np.arange(len(rows))).all():
+            t = t.take(pa.array(np.argsort(order, kind="stable")))
+        return t
+
+
+class PartSink:
+    """A writer of an output's parts: `write_table` cuts at every `part_rows` rows; `close`
+    renames the finished folder into place (and `abort` drops it)."""
+
+    def __init__(self, dest: Path, schema: pa.Schema, part_rows: int = PART_ROWS, **opts: Any):
+        self.dest = dest
+        self.tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp.mkdir(parents=True)
+        self.schema = schema
+        self.part_rows = part_rows
+        self.opts = opts
+        self.k = 0
+        self.in_part = 0
+        self.writer: pq.ParquetWriter | None = None
+
+    def _open(self) -> pq.ParquetWriter:
+        self.writer = pq.ParquetWriter(self.tmp / part_name(self.k), self.schema, **self.opts)
+        return self.writer
+
+    def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        at = 0
+        while at < table.num_rows:
+            w = self.writer or self._open()
+            piece = table.slice(at, self.part_rows - self.in_part)
+            w.write_table(piece, row_group_size=row_group_size)
+            at += piece.num_rows
+            self.in_part += piece.num_rows
+            if self.in_part == self.part_rows:
+                w.close()
+                self.writer, self.in_part, self.k = None, 0, self.k + 1
+
+    def write_batch(self, batch: pa.RecordBatch, row_group_size: int | None = None) -> None:
+        self.write_table(pa.Table.from_batches([batch]), row_group_size)
+
+    write = write_table
+
+    def close(self) -> None:
+        if self.writer is None and self.k == 0:
+            self._open()  # no rows: one empty part, so the output still has its schema
+        if self.writer is not None:
+            self.writer.close()
+        replace_tree(self.tmp, self.dest)
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def replace_tree(src: Path, dest: Path) -> None:
+    """Move folder `src` to `dest`, over whatever file or folder was there."""
+    if dest.exists() or dest.is_symlink():
+        old = dest.with_name(f".{dest.name}.{os.getpid()}.old.tmp")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(dest, old)
+        os.replace(src, dest)
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+    else:
+        os.replace(src, dest)

@@ -1,0 +1,104 @@
+"""Stage outputs as folders of Parquet parts (pipeline/parts.py): boundaries by row count,
+readers that see one table, atomic folders, and a whole run cut into many parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import Pipeline
+from pipeline.parts import Parts, PartSink, num_rows, part_files, read_schema
+from pipeline.verify import verify_run
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "editcurate.toml"
+
+
+def table(n: int) -> pa.Table:
+    return pa.table({"k": pa.array(np.arange(n), pa.int64()), "s": pa.array([f"r{i}" for i in range(n)], pa.string())})
+
+
+def write(dest: Path, t: pa.Table, part_rows: int, chunk: int = 7) -> None:
+    sink = PartSink(dest, t.schema, part_rows)
+    for at in range(0, t.num_rows, chunk):  # writes that straddle part boundaries
+        sink.write_table(t.slice(at, chunk), row_group_size=3)
+    sink.close()
+
+
+def test_parts_are_cut_every_part_rows_rows_and_read_back_as_one_table(tmp_path):
+    t = table(50)
+    write(tmp_path / "o.parquet", t, part_rows=20)
+    files = part_files(tmp_path / "o.parquet")
+    assert [f.name for f in files] == [f"part-0000{k}.parquet" for k in range(3)]
+    assert [pq.read_metadata(f).num_rows for f in files] == [20, 20, 10]
+    assert num_rows(tmp_path / "o.parquet") == 50
+    assert pl.read_parquet(tmp_path / "o.parquet").equals(pl.from_arrow(t))  # the folder's path
+    assert pq.read_table(tmp_path / "o.parquet").select(["k", "s"]).equals(t)
+
+
+def test_batches_are_exact_across_part_boundaries(tmp_path):
+    t = table(50)
+    write(tmp_path / "o.parquet", t, part_rows=20)
+    got = list(Parts(tmp_path / "o.parquet").iter_batches(16, ["k"]))
+    assert [b.num_rows for b in got] == [16, 16, 16, 2]
+    assert pa.Table.from_batches(got).column("k").to_pylist() == list(range(50))
+
+
+def test_take_returns_rows_in_the_order_asked_across_parts(tmp_path):
+    t = table(50)
+    write(tmp_path / "o.parquet", t, part_rows=20)
+    rows = [49, 3, 20, 19, 3, 40]
+    got = Parts(tmp_path / "o.parquet").take(rows, ["s"])
+    assert got.column("s").to_pylist() == [f"r{i}" for i in rows]
+    with pytest.raises(IndexError):
+        Parts(tmp_path / "o.parquet").take([50], ["s"])
+
+
+def test_an_empty_output_is_one_empty_part_with_its_schema(tmp_path):
+    write(tmp_path / "o.parquet", table(0), part_rows=20)
+    assert len(part_files(tmp_path / "o.parquet")) == 1
+    assert read_schema(tmp_path / "o.parquet").names == ["k", "s"]
+    assert list(Parts(tmp_path / "o.parquet").iter_batches(8)) == []
+
+
+def test_a_failed_write_leaves_the_old_output_and_no_temp_folder(tmp_path):
+    dest = tmp_path / "o.parquet"
+    write(dest, table(30), part_rows=20)
+    before = [f.read_bytes() for f in part_files(dest)]
+    sink = PartSink(dest, table(0).schema, 20)
+    sink.write_table(table(25))
+    sink.abort()  # what the runner's sink does when the stage raises
+    assert [f.read_bytes() for f in part_files(dest)] == before
+    assert [p.name for p in tmp_path.iterdir()] == ["o.parquet"]
+
+
+def test_a_plain_file_reads_as_a_one_part_output(tmp_path):
+    pq.write_table(table(5), tmp_path / "old.parquet")
+    assert num_rows(tmp_path / "old.parquet") == 5
+    assert Parts(tmp_path / "old.parquet").take([4], ["k"]).column("k").to_pylist() == [4]
+
+
+def run_sample(root: Path, name: str, part_rows: int) -> Path:
+    over = {"run.root": str(root), "run.name": name, "run.part_rows": part_rows}
+    return Pipeline.from_config(SAMPLE, overrides=over).run().path
+
+
+def test_a_run_in_small_parts_holds_the_same_rows_and_verifies(tmp_path):
+    small = run_sample(tmp_path, "small", 16)
+    whole = run_sample(tmp_path, "whole", 1 << 18)
+    assert verify_run(small)[0] == []
+    outs = sorted(p.relative_to(whole) for p in whole.rglob("*.parquet") if p.is_dir())
+    assert len(outs) >= 12
+    split = [o for o in outs if len(part_files(small / o)) > 1]
+    assert "filter/kept.parquet" in {o.as_posix() for o in split}
+    for o in outs:
+        assert pl.read_parquet(small / o).equals(pl.read_parquet(whole / o)), o
+    # and the same part size again gives the same bytes
+    again = run_sample(tmp_path, "again", 16)
+    for o in outs:
+        for a, b in zip(part_files(small / o), part_files(again / o), strict=True):
+            assert a.read_bytes() == b.read_bytes(), a
