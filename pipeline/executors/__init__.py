@@ -31,7 +31,8 @@ DEFAULT_BATCH = 65_536
 
 # fn(batch, ctx) -> ({output name: table}, {count: number}); pure, so any worker can run it
 BatchFn = Callable[[pa.RecordBatch, Any], tuple[dict[str, Any], dict[str, Any]]]
-Result = tuple[dict[str, pa.Table], dict[str, Any], int]  # outputs, counts, rows in
+# outputs (Arrow tables; a polars frame a step returned stays one locally), counts, rows in
+Result = tuple[dict[str, Any], dict[str, Any], int]
 
 
 def batches(
@@ -41,22 +42,55 @@ def batches(
     ctx: Any,
     size: int,
     columns: list[str] | None = None,
+    threads: int = 1,
 ) -> Iterator[Result]:
     """fn over `size`-row batches of `src` (only `columns`), in input order, on the
-    configured executor (run.executor)."""
+    configured executor (run.executor). Locally, `threads` > 1 runs that many batches at
+    once on threads: for steps whose kernels release the GIL (numba, polars), so one batch's
+    work overlaps the next one's."""
     if cfg.run.executor == "ray":
         from pipeline.executors.ray import ray_batches
 
         yield from ray_batches(cfg, src, fn, ctx, size, columns)
         return
-    for batch in Parts(src).iter_batches(size, columns):
-        outs, counts = fn(batch, ctx)
-        yield {k: as_table(v) for k, v in outs.items()}, counts, batch.num_rows
+
+    def done(res: tuple[dict[str, Any], dict[str, Any]], rows: int) -> Result:
+        return {k: _local(v) for k, v in res[0].items()}, res[1], rows
+
+    reader = Parts(src).iter_batches(size, columns)
+    if threads <= 1:
+        for batch in reader:
+            yield done(fn(batch, ctx), batch.num_rows)
+        return
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    pending: deque[tuple[Future[Any], int]] = deque()
+    with ThreadPoolExecutor(threads) as pool:
+        for batch in reader:
+            pending.append((pool.submit(fn, batch, ctx), batch.num_rows))
+            if len(pending) >= threads:  # at most `threads` batches held at a time
+                f, rows = pending.popleft()
+                yield done(f.result(), rows)
+        while pending:
+            f, rows = pending.popleft()
+            yield done(f.result(), rows)
+
+
+def _local(b: Any) -> Any:
+    """A local map output as the step returned it (a polars frame stays one), batches as
+    tables."""
+    return pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
 
 
 def as_table(b: Any) -> pa.Table:
-    """A map output as a Table (steps may return RecordBatches)."""
-    return pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
+    """A map output as an Arrow Table (steps may return RecordBatches or polars frames)."""
+    if isinstance(b, pa.RecordBatch):
+        return pa.Table.from_batches([b])
+    if isinstance(b, pa.Table):
+        return b
+    table: pa.Table = b.to_arrow()  # a polars DataFrame
+    return table
 
 
 def batch_size(stage: Stage, cfg: Config) -> int:

@@ -15,8 +15,6 @@ one per range of batch_order, each sorted in memory on its own.
 from __future__ import annotations
 
 import os
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +27,8 @@ from rich.table import Table
 from pipeline.config import Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
-from pipeline.parts import Parts
+from pipeline.executors import batches
+from pipeline.parts import Parts, num_rows, read_schema
 from pipeline.shapes.columns import key_frame
 from pipeline.shapes.group import SCOPES, ShapesResult, analyse
 
@@ -85,29 +84,32 @@ def _fetch(src: Parts, rows: list[int]) -> pl.DataFrame:
     return pl.from_arrow(src.take(rows, ["path", "repo", "comment"]))  # type: ignore[return-value]
 
 
+def _key_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """key_frame of one input batch (rows numbered from 0: the driver shifts them)."""
+    s, rank = ctx
+    return {"keys": key_frame(pl.DataFrame(pl.from_arrow(batch)), s, rank)}, {}
+
+
 def _key_frames(
-    src: Parts, cols: list[str], s: ShapesConfig, rank: list[str] | None, bar: Any
+    cfg: Config, io: StageIO, cols: list[str], rank: list[str] | None, bar: Any
 ) -> list[pl.DataFrame]:
-    """key_frame of every input batch, two at a time: the kernels and polars release the GIL,
-    so one batch's line diffs overlap the other's hashing."""
-    task = bar.add_task("shapes: line diffs", total=src.num_rows)
+    """key_frame of every input batch, on the configured executor (run.executor); locally
+    two at a time on threads: the kernels and polars release the GIL, so one batch's line
+    diffs overlap the other's hashing."""
+    src = io.input(INPUT)
+    task = bar.add_task("shapes: line diffs", total=num_rows(src))
     out: list[pl.DataFrame] = []
-    pending: deque[Future[pl.DataFrame]] = deque()
-    with ThreadPoolExecutor(2) as pool:
-        at = 0
-        for batch in src.iter_batches(batch_size=BATCH, columns=cols):
-            df = pl.from_arrow(batch)
-            pending.append(pool.submit(key_frame, df, s, rank, at))  # type: ignore[arg-type]
-            at += batch.num_rows
-            while len(pending) >= 2 or (pending and pending[0].done()):
-                out.append(pending.popleft().result())
-                bar.advance(task, out[-1].height)
-        for f in pending:
-            out.append(f.result())
-            bar.advance(task, out[-1].height)
+    at = 0
+    ctx = (cfg.shapes, rank)
+    for outs, _, rows in batches(cfg, src, _key_batch, ctx, BATCH, cols, threads=2):
+        keys = outs["keys"]
+        keys = keys if isinstance(keys, pl.DataFrame) else pl.DataFrame(pl.from_arrow(keys))
+        out.append(keys.with_columns(pl.col("_row") + at))
+        at += rows
+        bar.advance(task, rows)
     if not out:
-        empty = src.schema_arrow.empty_table().select(cols)
-        out.append(key_frame(pl.from_arrow(empty), s, rank))  # type: ignore[arg-type]
+        empty = read_schema(src).empty_table().select(cols)
+        out.append(key_frame(pl.DataFrame(pl.from_arrow(empty)), cfg.shapes, rank))
     return out
 
 
@@ -118,7 +120,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     cols = input_columns(s, keeper, src.schema_arrow.names)
     rank = keeper if s.policy == "cap" else None
     with io.progress() as bar:
-        parts = _key_frames(src, cols, s, rank, bar)
+        parts = _key_frames(cfg, io, cols, rank, bar)
     res = analyse(pl.concat(parts, rechunk=False), s, keeper, lambda rows: _fetch(src, rows))
     del parts
     write_outputs(src, res, s, io)
