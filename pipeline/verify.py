@@ -97,22 +97,50 @@ def _check_outputs(d: Path, m: dict[str, Any], problems: list[str]) -> None:
                 )
 
 
+def hashed(path: Path, column: str, key: pl.Expr | None = None) -> dict[str, np.ndarray]:
+    """Per source: a 128-bit hash of `key` (default: the column) for each row, as an (n, 2)
+    uint64 array, streamed a batch at a time. Sets of record keys or ids are compared by
+    these, never by the strings: 16 bytes a row, whatever the keys' length (at 10M rows the
+    strings and their hash table took gigabytes), and 128 bits leave no chance collision."""
+    key = pl.col(column) if key is None else key
+    out: dict[str, list[np.ndarray]] = {}
+    for b in Parts(path).iter_batches(1 << 20, list(dict.fromkeys(["source", column]))):
+        h = pl.DataFrame(pl.from_arrow(b)).select(
+            "source", key.hash(seed=1).alias("h0"), key.hash(seed=2).alias("h1")
+        )
+        for (src,), part in h.partition_by("source", as_dict=True).items():
+            out.setdefault(str(src), []).append(part.select("h0", "h1").to_numpy())
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def unique_rows(a: np.ndarray) -> np.ndarray:
+    """The distinct rows of an (n, 2) uint64 array, sorted."""
+    if not len(a):
+        return a
+    a = a[np.lexsort((a[:, 1], a[:, 0]))]
+    new = np.ones(len(a), dtype=bool)
+    new[1:] = (a[1:] != a[:-1]).any(axis=1)
+    return a[new]
+
+
 def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
+    none = np.empty((0, 2), np.uint64)
     try:
-        items = pl.read_parquet(d / "items.parquet", columns=["source", "source_ref"])
-        errors = pl.read_parquet(d / "errors.parquet", columns=["source", "source_ref"])
+        # a record that gave several items has refs "ref#1", "ref#2": one record key
+        record = pl.col("source_ref").str.split("#").list.first()
+        keys = {
+            k: unique_rows(v) for k, v in hashed(d / "items.parquet", "source_ref", record).items()
+        }
+        errors = hashed(d / "errors.parquet", "source_ref")
     except Exception as e:
         problems.append(f"{d.name}: cannot read items/errors ({e})")
         return
-    keys = items.select(
-        "source", pl.col("source_ref").str.split("#").list.first().alias("key")
-    ).unique()
     for name, s in cons.get("sources", {}).items():
-        k = keys.filter(pl.col("source") == name)["key"]
-        errs = errors.filter(pl.col("source") == name)["source_ref"]
-        dup_err = errs.len() - errs.n_unique()
-        both = k.is_in(errs.implode()).sum() if errs.len() else 0
-        seen = k.len() + errs.len()
+        k, errs = keys.get(name, none), errors.get(name, none)
+        uniq = unique_rows(errs)
+        dup_err = len(errs) - len(uniq)
+        both = len(k) + len(uniq) - len(unique_rows(np.concatenate([k, uniq]))) if len(uniq) else 0
+        seen = len(k) + len(errs)
         if dup_err:
             problems.append(f"{d.name}: source {name!r}: {dup_err} records in errors twice")
         if both:
@@ -122,7 +150,7 @@ def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
         if seen != s["records"]:
             problems.append(
                 f"{d.name}: source {name!r}: {s['records']} records read, {seen} accounted for "
-                f"({k.len()} gave items, {errs.len()} in errors): "
+                f"({len(k)} gave items, {len(errs)} in errors): "
                 f"{s['records'] - seen:+d} records lost"
                 if seen < s["records"]
                 else f"{d.name}: source {name!r}: {s['records']} records read, {seen} in the "
@@ -133,10 +161,9 @@ def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
             problems.append(
                 f"{d.name}: source {name!r}: the input holds {n_in} records "
                 f"({s.get('input_unit', 'counted apart from the reader')}), {seen} accounted "
-                f"for ({k.len()} gave items, {errs.len()} in errors): {seen - n_in:+d}"
+                f"for ({len(k)} gave items, {len(errs)} in errors): {seen - n_in:+d}"
             )
-    unknown = set(keys["source"].unique()) | set(errors["source"].unique())
-    unknown -= set(cons.get("sources", {}))
+    unknown = (set(keys) | set(errors)) - set(cons.get("sources", {}))
     if unknown:
         problems.append(f"{d.name}: outputs name sources the manifest does not: {sorted(unknown)}")
 

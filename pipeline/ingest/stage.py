@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
+import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
@@ -186,12 +186,11 @@ def _flush(batcher: Batcher, items_w, errors_w) -> None:
 
 
 def _counts(items_path: Path, per_source: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    ids = (
-        pl.scan_parquet(items_path)
-        .select(pl.len().alias("rows"), pl.col("id").n_unique().alias("unique"))
-        .collect()
-    )
-    rows, unique = ids["rows"][0], ids["unique"][0]
+    from pipeline.verify import hashed, unique_rows  # ids compared by 128-bit hashes
+
+    ids = hashed(items_path, "id")
+    rows = sum(len(v) for v in ids.values())
+    unique = len(unique_rows(np.concatenate([*ids.values(), np.empty((0, 2), np.uint64)])))
     return {
         "records_in": sum(s["records"] for s in per_source.values()),
         "items_out": rows,

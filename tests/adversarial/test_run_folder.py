@@ -235,7 +235,35 @@ def _move_one(run_dir: Path) -> None:
     _rewrite(d / f"{src}.parquet", pa.concat_tables([t.slice(0, k), t.slice(k + 1)]))
 
 
+def _add_errors(run_dir: Path, refs: list[tuple[str, str]]) -> None:
+    """Error rows (source, source_ref) appended to ingest's errors."""
+    p = run_dir / "ingest" / "errors.parquet"
+    t = pq.read_table(p)
+    rows = [
+        {"source": s, "source_ref": r, "severity": "error", "reason": "x", "raw": ""}
+        for s, r in refs
+    ]
+    _rewrite(p, pa.concat_tables([t, pa.Table.from_pylist(rows, schema=t.schema)]))
+
+
+def _first_item(run_dir: Path) -> tuple[str, str]:
+    row = pl.read_parquet(run_dir / "ingest" / "items.parquet").row(0, named=True)
+    return row["source"], row["source_ref"].split("#")[0]
+
+
 TAMPER = {
+    "record_in_items_and_errors": (
+        lambda r: _add_errors(r, [_first_item(r)]),
+        "records both in items and in errors",
+    ),
+    "record_in_errors_twice": (
+        lambda r: _add_errors(r, [(_first_item(r)[0], "line 999999")] * 2),
+        "records in errors twice",
+    ),
+    "unknown_source": (
+        lambda r: _add_errors(r, [("ghost", "line 1")]),
+        "outputs name sources the manifest does not: ['ghost']",
+    ),
     "row_removed_from_kept": (lambda r: _droprow(r / "filter" / "kept.parquet"), "rows"),
     "row_removed_from_items": (lambda r: _droprow(r / "ingest" / "items.parquet"), "records"),
     "manifest_is_a_list": (
