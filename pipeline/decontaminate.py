@@ -72,7 +72,7 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
 def _checked(cfg: Config, entry: str) -> Path:
     p = cfg.resolve(entry)
     try:
-        check_source_path(p, "file")
+        check_source_path(p, "any")  # a file, or a folder of Parquet parts
     except SourceUnreadable as e:
         raise BenchmarkUnreadable(f"decontaminate.against: {entry}: {e}") from None
     return p

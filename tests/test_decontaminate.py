@@ -93,3 +93,18 @@ def test_unreadable_or_unusable_benchmarks_fail_naming_them(tmp_path, cli):
     res = cli("run", "--config", cfg, "--set", 'decontaminate.against=["wrong.jsonl"]', ok=False)
     assert res.exit_code == 2
     assert "decontaminate.against: wrong.jsonl: no benchmark item in 1 records" in res.output
+
+
+def test_an_earlier_runs_test_split_folder_is_a_benchmark(tmp_path):
+    """`against` may name a stage output (a folder of Parquet parts): a later batch is
+    decontaminated against the test split of an earlier release."""
+    first = run(tmp_path, "first", corpus(40, seed=3), until="export")
+    test = first / "export" / "test.parquet"
+    held = frame(first, "export/test.parquet")
+    assert test.is_dir() and held.height > 0
+    data = [*corpus(10, seed=9), *held.select("before", "after", "comment", "path").to_dicts()]
+    done = run(tmp_path, "second", data, decontaminate={"against": [str(test)]})
+    removed = frame(done, "decontaminate/removed.parquet")
+    assert sorted(removed["before"]) == sorted(held["before"])
+    assert set(removed["kind"]) == {"same_content"}
+    assert verify_run(done)[0] == []

@@ -165,3 +165,34 @@ def test_a_mapped_column_no_row_has_is_a_config_error_after_the_rows(tmp_path):
     j.write_text('{"old": "a", "new": "b", "msg": "m"}\n{"old": "c", "msg": "m"}\n')
     recs = read_source(table, j, fields=MAP)
     assert [e.reason for e in errors(recs)] == ["missing field: after (input field 'new')"]
+
+
+def test_a_folder_of_parquet_parts_reads_as_one_table(tmp_path):
+    """A stage output (or a dataset's shards): parts in name order, rows numbered across them;
+    an unreadable part is one error naming it, and the other parts still read."""
+    d = tmp_path / "kept.parquet"
+    d.mkdir()
+    t = pa.Table.from_pylist(ROWS)
+    pq.write_table(t, d / "part-00000.parquet")
+    (d / "part-00001.parquet").write_bytes(b"PAR1 not really")
+    pq.write_table(t.slice(0, 1), d / "part-00002.parquet")
+    (d / ".part-00003.parquet.tmp").write_bytes(b"a writer's temp file: not read")
+    recs = read_source(table, d, fields=MAP)
+    assert [r.ref for r in recs if isinstance(r, Record)] == ["row 1", "row 2", "row 3"]
+    assert [it.comment for it in items(recs)] == ["bump", "return", "bump"]
+    assert [e.ref for e in errors(recs)] == ["file part-00001.parquet"]
+    from pipeline.config import SourceConfig
+    from pipeline.ingest.count import count_records
+
+    spec = SourceConfig(kind="table", path=str(d), fields=MAP)
+    assert count_records(spec, d, 1 << 20) == (4, "Parquet rows (footers)")  # = records read
+
+
+@pytest.mark.parametrize("fmt, why", [("auto", "no Parquet files"), ("jsonl", "reads one file")])
+def test_a_folder_that_is_not_parquet_parts_is_one_clear_error(tmp_path, fmt, why):
+    from pipeline.ingest.base import SourceUnreadable
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").write_text(json.dumps(ROWS[0]) + "\n")
+    with pytest.raises(SourceUnreadable, match=why):
+        read_source(table, tmp_path / "d", fields=MAP, format=fmt)

@@ -39,7 +39,10 @@ _WS = b" \t\n\r\x0b\x0c"  # bytes.strip()'s whitespace: what the readers call bl
 def count_records(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str] | None:
     """(records, unit in words) for a file source, None for a kind not counted (git, hf)."""
     if spec.kind == "table":
-        from pipeline.ingest.table import SNIFF_BYTES, csv_delimiter, detect_format
+        from pipeline.ingest.table import SNIFF_BYTES, csv_delimiter, detect_format, folder_parts
+
+        if path.is_dir():  # a folder of Parquet parts
+            return sum(count_parquet(p) for p in folder_parts(path, spec)), "Parquet rows (footers)"
 
         with open_regular(path) as f:
             raw_head = f.read(SNIFF_BYTES)

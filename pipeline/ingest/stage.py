@@ -59,7 +59,8 @@ class IngestIOError(IngestFailed):
 
 
 # What each kind reads: one regular file, a folder, or either (refused up front otherwise).
-EXPECTS = {"table": "file", "github": "file", "codereviewer": "file", "git": "folder"}
+# (a table may be a folder of Parquet parts: a stage output, a dataset's shards)
+EXPECTS = {"table": "any", "github": "file", "codereviewer": "file", "git": "folder"}
 
 
 def source_path(cfg: Config, spec: SourceConfig) -> Path:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.config import SourceConfig
-from pipeline.ingest.base import IngestContext, Record, RecordError
+from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.csvio import iter_csv_records
 from pipeline.ingest.jsonio import iter_json_records
 from pipeline.ingest.mapping import Mapper, mapped_columns
@@ -44,9 +44,24 @@ def detect_format(path: Path, head: bytes) -> str:
     return "csv"
 
 
+def folder_parts(path: Path, spec: SourceConfig) -> list[Path]:
+    """The Parquet files of a folder source (a stage output, a dataset's shards), in name
+    order: one table, rows numbered across them. SourceUnreadable when it holds none."""
+    if spec.format not in ("auto", "parquet"):
+        raise SourceUnreadable(f"{path}: is a folder; format {spec.format!r} reads one file")
+    parts = sorted(p for p in path.glob("*.parquet") if not p.name.startswith((".", "_")))
+    if not parts:
+        raise SourceUnreadable(f"{path}: a folder with no Parquet files (*.parquet) in it")
+    return parts
+
+
 def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
-    check_source_path(path, "file")
+    check_source_path(path, "any")
     mapper = Mapper(spec)
+    if path.is_dir():  # a folder of Parquet parts
+        yield from _read_parquet(spec, mapper, folder_parts(path, spec), ctx, in_folder=True)
+        mapper.check_mapped()
+        return
     with open_regular(path) as f:
         raw_head = f.read(SNIFF_BYTES)
     head = raw_head if raw_head[:4] == b"PAR1" else head_bytes(path, SNIFF_BYTES)[0]
@@ -58,7 +73,7 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
     elif fmt == "csv":
         yield from _read_csv(spec, mapper, path, ctx)
     else:
-        yield from _read_parquet(spec, mapper, path, ctx)
+        yield from _read_parquet(spec, mapper, [path], ctx)
     mapper.check_mapped()
 
 
@@ -122,35 +137,42 @@ def _csv_row(mapper: Mapper, ref: str, row: list[str], raw: bytes, header: list[
     return mapper(dict(zip(header, row, strict=True)), ref)
 
 
-def _read_parquet(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
-    """Rows by row group; a row group that cannot be decoded is an error per row it holds
-    (the footer says how many), and the next group reads normally."""
-    try:
-        pf = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as e:
-        with open_regular(path) as f:
-            yield RecordError("file", f.read(256), f"unreadable Parquet: {e}")
-        return
-    ctx.set_total(pf.metadata.num_rows)
-    names = set(pf.schema_arrow.names)
-    missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - names)
-    if missing:
-        ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
-    row = 0
-    for g in range(pf.metadata.num_row_groups):
-        end = row + pf.metadata.row_group(g).num_rows
+def _read_parquet(
+    spec: SourceConfig, mapper: Mapper, paths: list[Path], ctx: IngestContext, in_folder=False
+):
+    """Rows by row group, file after file, numbered across them; a row group that cannot be
+    decoded is an error per row it holds (the footer says how many), and the next group reads
+    normally. A file that cannot be opened is one error record ("file", or "file NAME" in a
+    folder)."""
+    files = []
+    for path in paths:
         try:
-            for batch in pf.iter_batches(batch_size=ctx.batch_size, row_groups=[g]):
-                for obj in batch.to_pylist():
-                    row += 1
-                    yield mapper(obj, f"row {row}")
-                ctx.advance(batch.num_rows)
+            files.append((path, pq.ParquetFile(path)))
         except (pa.ArrowException, OSError) as e:
-            reason = f"unreadable Parquet: row group {g}: {str(e)[:200]}"
-            for r in range(row + 1, end + 1):
-                yield RecordError(f"row {r}", "", reason)
-            ctx.advance(end - row)
-        row = end
+            with open_regular(path) as f:
+                ref = f"file {path.name}" if in_folder else "file"
+                yield RecordError(ref, f.read(256), f"unreadable Parquet: {e}")
+    ctx.set_total(sum(pf.metadata.num_rows for _, pf in files))
+    row = 0
+    for path, pf in files:
+        names = set(pf.schema_arrow.names)
+        missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - names)
+        if missing:
+            ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
+        for g in range(pf.metadata.num_row_groups):
+            end = row + pf.metadata.row_group(g).num_rows
+            try:
+                for batch in pf.iter_batches(batch_size=ctx.batch_size, row_groups=[g]):
+                    for obj in batch.to_pylist():
+                        row += 1
+                        yield mapper(obj, f"row {row}")
+                    ctx.advance(batch.num_rows)
+            except (pa.ArrowException, OSError) as e:
+                reason = f"unreadable Parquet: row group {g}: {str(e)[:200]}"
+                for r in range(row + 1, end + 1):
+                    yield RecordError(f"row {r}", "", reason)
+                ctx.advance(end - row)
+            row = end
 
 
 def _has_surrogates(s: str) -> bool:
