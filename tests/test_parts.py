@@ -19,7 +19,12 @@ SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "editcurat
 
 
 def table(n: int) -> pa.Table:
-    return pa.table({"k": pa.array(np.arange(n), pa.int64()), "s": pa.array([f"r{i}" for i in range(n)], pa.string())})
+    return pa.table(
+        {
+            "k": pa.array(np.arange(n), pa.int64()),
+            "s": pa.array([f"r{i}" for i in range(n)], pa.string()),
+        }
+    )
 
 
 def write(dest: Path, t: pa.Table, part_rows: int, chunk: int = 7) -> None:

@@ -51,7 +51,10 @@ def folder_parts(path: Path, spec: SourceConfig) -> list[Path]:
         raise SourceUnreadable(f"{path}: is a folder; format {spec.format!r} reads one file")
     parts = sorted(p for p in path.glob("*.parquet") if not p.name.startswith((".", "_")))
     if not parts:
-        raise SourceUnreadable(f"{path}: a folder with no Parquet files (*.parquet) in it")
+        raise SourceUnreadable(
+            f"{path}: is a folder with no Parquet files (*.parquet) in it; a table source "
+            "reads one file or a folder of Parquet parts"
+        )
     return parts
 
 
