@@ -136,7 +136,9 @@ PIPELINE: tuple[Stage, ...] = (
         summary=_ref("dedup.stage", "print_summary"),
         code=tuple(
             f"dedup/{m}.py"
-            for m in "shingles minhash lsh clusters index find stage scan store write".split()
+            for m in (
+                "shingles shingle_kernels minhash lsh clusters index find stage scan store write"
+            ).split()
         ),
     ),
     Stage(

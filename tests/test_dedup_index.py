@@ -124,3 +124,14 @@ def test_scan_cross_is_a_brute_force_comparison_of_signatures():
     got = {(int(p >> 32), int(rs[p & 0xFFFFFFFF])) for p in pairs}
     want = {(q, r) for q in qs for r in rs if (sq[q] == si[r]).sum() >= 6}
     assert got == want and compared == 9
+
+
+def test_shingle_and_sign_reads_any_rows_in_any_batches_alike():
+    f = frame(items(40, 9))
+    d = DedupConfig(fields=FIELDS)
+    whole = ix.shingle_and_sign(f, np.arange(f.height), d)
+    for rows, batch in ((np.arange(3, 37), 5), (np.array([7, 3, 3, 30, 12]), 2)):
+        offs, vals, sig = ix.shingle_and_sign(f, rows, d.model_copy(update={"batch_size": batch}))
+        sets = [vals[offs[k] : offs[k + 1]].tolist() for k in range(len(rows))]
+        assert sets == [whole[1][whole[0][r] : whole[0][r + 1]].tolist() for r in rows]
+        assert np.array_equal(sig, whole[2][rows])

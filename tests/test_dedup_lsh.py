@@ -1,6 +1,6 @@
 import numpy as np
 
-from pipeline.dedup.lsh import candidates, p_candidate
+from pipeline.dedup.lsh import candidates, p_candidate, sorted_keys, sorted_unique
 
 
 def test_default_bands_catch_a_pair_at_the_threshold():
@@ -49,3 +49,20 @@ def test_a_templated_family_keeps_full_recall_past_the_cap():
     c = candidates(sig, np.arange(300), bands=8, rows=8, cap=64)
     assert len(c.a) == 300 * 299 // 2
     assert c.big_compared.sum() == 300 * 299 // 2  # scanned in band 0 only
+
+
+def test_sorted_keys_is_a_stable_argsort_however_the_keys_fall():
+    rng = np.random.default_rng(3)
+    uniform = rng.integers(0, 1 << 63, 5000, dtype=np.uint64) * np.uint64(2)
+    repeats = rng.choice(uniform[:40], 5000)  # a few keys, many times each (a big bucket)
+    clash = rng.integers(0, 1 << 20, 5000, dtype=np.uint64)  # all on the same top bits
+    for key in (uniform, repeats, clash, uniform[:1], uniform[:0]):
+        sk, order = sorted_keys(key)
+        assert np.array_equal(order, np.argsort(key, kind="stable"))
+        assert np.array_equal(sk, np.sort(key))
+
+
+def test_sorted_unique_is_np_unique():
+    x = np.random.default_rng(4).integers(0, 50, 1000).astype(np.uint64)
+    assert np.array_equal(sorted_unique(x.copy()), np.unique(x))
+    assert len(sorted_unique(np.empty(0, np.uint64))) == 0

@@ -1,11 +1,15 @@
 import re
 
+import numba as nb
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.dedup import shingle_kernels as K
 from pipeline.dedup import shingles as S
+from pipeline.dedup.minhash import permutations, signatures
 
 FIELDS = ["path", "before", "after", "comment"]
 
@@ -101,3 +105,42 @@ def test_chunked_sliced_and_null_holding_columns_read_the_same():
     for col in (chunked, sliced, large):
         offs, vals = S.shingle_sets([col], ["before"], 5)
         assert [list(vals[offs[i] : offs[i + 1]]) for i in range(3)] == expect
+
+
+def test_char_classes_agree_with_python_re_at_every_code_point():
+    every = "".join(map(chr, range(0x110000)))  # the slow way: one str per code point
+    expect = np.full(0x110000, 2, dtype=np.uint8)
+    for m in re.finditer(r"\w+", every):
+        expect[m.start() : m.end()] = 1
+    for m in re.finditer(r"\s+", every):
+        expect[m.start() : m.end()] = 0
+    assert np.array_equal(S.char_classes(), expect)
+
+
+def test_sort_unique_sorts_repeats_and_values_on_the_same_top_bits():
+    rng = np.random.default_rng(2)
+    cnt = np.empty((1 << 16) + 1, np.int64)
+    spread = rng.integers(0, 1 << 32, 3000, dtype=np.uint64).astype(np.uint32)
+    clash = rng.integers(0, 1 << 12, 3000).astype(np.uint32)  # one bucket: the fallback
+    for raw in (spread, rng.choice(spread[:30], 3000), clash, spread[:1], spread[:0]):
+        out = np.zeros(len(raw) + 5, np.uint32)
+        u = K._sort_unique(raw, len(raw), out, 5, cnt)
+        assert np.array_equal(out[5 : 5 + u], np.unique(raw))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_signed_sets_are_shingle_sets_and_signatures_in_one_pass(threads):
+    if threads > nb.config.NUMBA_NUM_THREADS:
+        pytest.skip("numba has fewer threads")
+    texts = [f"x{i} = f(y{i % 7}, {i})\nreturn x{i} + {i % 3}" * (i % 4) for i in range(300)]
+    cols = [pa.array(texts), pa.array(texts[::-1])]
+    a, b = permutations(64, 1)
+    was = nb.get_num_threads()
+    nb.set_num_threads(threads)  # one thread: one chunk, its sets in place; two: 16 chunks
+    try:
+        offs, vals, sig = S.signed_sets(cols, ["before", "after"], 5, "tokens", a, b)
+    finally:
+        nb.set_num_threads(was)
+    o2, v2 = S.shingle_sets(cols, ["before", "after"], 5)
+    assert np.array_equal(offs, o2) and np.array_equal(vals, v2)
+    assert np.array_equal(sig, signatures(o2, v2, a, b))

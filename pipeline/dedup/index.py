@@ -36,15 +36,14 @@ import numba as nb
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+# pyarrow.parquet, pipeline.runs and store are imported where used: shingle_and_sign alone
+# (decontaminate, the speed bench) needs none of them, and they cost it 15 ms of start-up.
 from pipeline.config import DedupConfig
 from pipeline.dedup.clusters import exact_jaccard_cross
 from pipeline.dedup.lsh import band_keys, in_order, min_equal_slots, scan_cross, scan_floor
-from pipeline.dedup.minhash import permutations, signatures
-from pipeline.dedup.shingles import shingle_sets
-from pipeline.dedup.store import csr_take
-from pipeline.runs import parquet_sink
+from pipeline.dedup.minhash import permutations
+from pipeline.dedup.shingles import shingle_sets, signed_sets
 
 PART_ROWS = 100_000
 GROUP_ROWS = 16_384
@@ -79,18 +78,28 @@ def shingle_and_sign(
     sig = np.empty((len(rows), d.num_perm), dtype=np.uint32)
     offs_parts, val_parts, shift = [np.zeros(1, np.int64)], [], 0
     for s in range(0, len(rows), d.batch_size):
-        sel = pl.Series(rows[s : s + d.batch_size])
-        offs, vals = shingle_sets(
-            [text[f].gather(sel).to_arrow() for f in fields], fields, d.ngram, d.shingle
+        sel = rows[s : s + d.batch_size]
+        cols = [_rows_of(text[f], sel) for f in fields]
+        offs, vals, _ = signed_sets(
+            cols, fields, d.ngram, d.shingle, a_perm, b_perm, sig[s : s + len(sel)]
         )
-        sig[s : s + len(sel)] = signatures(offs, vals, a_perm, b_perm)
         offs_parts.append(offs[1:] + shift)
         val_parts.append(vals)
         shift += len(vals)
         if advance:
             advance(len(sel))
+    if len(val_parts) == 1:  # one batch: its arrays as they are, not copied
+        return offs, val_parts[0], sig
     values = np.concatenate(val_parts) if val_parts else np.empty(0, np.uint32)
     return np.concatenate(offs_parts), values, sig
+
+
+def _rows_of(col: pl.Series, rows: np.ndarray) -> pa.Array:
+    """col's rows `rows` as Arrow: a run of consecutive rows (the usual batch) is a slice,
+    which copies nothing, not a gather, which copies the text."""
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and (np.diff(rows) == 1).all():
+        return col.slice(int(rows[0]), len(rows)).to_arrow()
+    return col.gather(pl.Series(rows)).to_arrow()
 
 
 def index_table(items: pa.Table, sig: np.ndarray, shingles: np.ndarray, d: DedupConfig) -> pa.Table:
@@ -119,6 +128,8 @@ def write_part(
 ) -> None:
     """Index part k, one row group per table of `groups` (GROUP_ROWS rows each but the
     last): the dedup stage builds a group at a time, so one group's signatures are held."""
+    from pipeline.runs import parquet_sink  # here, as pyarrow.parquet is: see the imports
+
     with parquet_sink(dest / f"part-{k:05d}.parquet", schema, meta) as w:
         for g in groups:
             w.write_table(g)
@@ -149,6 +160,8 @@ class Index:
 
     @classmethod
     def of(cls, tables: list[pa.Table | Path], d: DedupConfig) -> Index:
+        import pyarrow.parquet as pq
+
         cols = ["id", "shingles", "band_keys"]
         heads = [
             t.select(cols) if isinstance(t, pa.Table) else pq.read_table(t, columns=cols)
@@ -165,6 +178,8 @@ class Index:
 
     def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
         """Columns of the given rows (sorted, unique), part by part, row group by group."""
+        import pyarrow.parquet as pq
+
         out = []
         for p, part in enumerate(self.parts):
             lo, hi = self.starts[p], self.starts[p + 1]
@@ -228,6 +243,8 @@ class Query:
         rows: int,
     ) -> Query:
         """Query items held in memory: rows `eligible` of sig and of the CSR offsets/values."""
+        from pipeline.dedup.store import csr_take
+
         e = np.ascontiguousarray(eligible, dtype=np.int64)
         return cls(
             e,

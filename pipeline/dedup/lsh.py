@@ -24,6 +24,7 @@ import numba as nb
 import numpy as np
 
 SCAN_MARGIN = 0.1  # a big bucket's pairs are verified from estimated J >= threshold - this
+MOVES = 16  # see sorted_keys
 
 
 def scan_floor(threshold: float) -> float:
@@ -42,13 +43,18 @@ def p_candidate(j: float, bands: int, rows: int) -> float:
     return 1.0 - (1.0 - j**rows) ** bands
 
 
-@nb.njit(parallel=True, cache=True)
-def band_keys(sig, idx, b0, b1, rows):
+def band_keys(sig: np.ndarray, idx: np.ndarray, b0: int, b1: int, rows: int) -> np.ndarray:
     """uint64[b1 - b0, len(idx)]: a 64-bit hash of the `rows` slots of bands b0..b1-1."""
-    keys = np.empty((b1 - b0, idx.shape[0]), dtype=np.uint64)
+    keys = np.empty((b1 - b0, len(idx)), dtype=np.uint64)  # numpy's: huge pages when big
+    _band_keys(sig, idx, b0, rows, keys)
+    return keys
+
+
+@nb.njit(parallel=True, cache=True)
+def _band_keys(sig, idx, b0, rows, keys):
     for k in nb.prange(idx.shape[0]):
         i = idx[k]
-        for band in range(b0, b1):
+        for band in range(b0, b0 + keys.shape[0]):
             h = np.uint64(band + 1) * np.uint64(0x9E3779B97F4A7C15)
             for r in range(band * rows, (band + 1) * rows):
                 h ^= np.uint64(sig[i, r])
@@ -58,18 +64,57 @@ def band_keys(sig, idx, b0, b1, rows):
             h *= np.uint64(0xC4CEB9FE1A85EC53)
             h ^= h >> np.uint64(33)
             keys[band - b0, k] = h
-    return keys
+
+
+@nb.njit(nogil=True)
+def sorted_keys(key):
+    """(np.sort(key), np.argsort(key, kind="stable")) of uint64 hashes, faster than
+    np.argsort alone: as shingle_kernels._sort_unique, placed by their top bits (one
+    per bucket, about), then an insertion pass; past MOVES moves per key a merge sort."""
+    n = key.shape[0]
+    bits = 1
+    while (1 << bits) < n and bits < 20:
+        bits += 1
+    shift = np.uint64(64 - bits)
+    cnt = np.zeros((1 << bits) + 1, dtype=np.int64)
+    for k in range(n):
+        cnt[(key[k] >> shift) + np.uint64(1)] += 1
+    for q in range(1 << bits):
+        cnt[q + 1] += cnt[q]
+    sk = np.empty(n, dtype=np.uint64)
+    order = np.empty(n, dtype=np.int64)
+    for k in range(n):  # in order of k, so equal keys stay in order of k
+        q = key[k] >> shift
+        sk[cnt[q]] = key[k]
+        order[cnt[q]] = k
+        cnt[q] += 1
+    budget = MOVES * n
+    for j in range(1, n):
+        v, x = sk[j], order[j]
+        if sk[j - 1] <= v:  # in place already (most keys): no stores
+            continue
+        t = j - 1
+        while t >= 0 and sk[t] > v:
+            sk[t + 1], order[t + 1] = sk[t], order[t]
+            t -= 1
+        sk[t + 1], order[t + 1] = v, x
+        budget -= j - 1 - t
+        if budget < 0:  # both passes so far kept equal keys in order: a stable sort finishes
+            sub = np.argsort(sk, kind="mergesort")
+            return sk[sub], order[sub]
+    return sk, order
 
 
 @nb.njit(nogil=True, cache=True)
-def _band_pairs(key, order, idx, cap):
+def _band_pairs(key, idx, cap):
     """Pairs (lo << 32 | hi) of items sharing a key; buckets over `cap` as (key, members).
 
-    `order` sorts `key`; item k of the band is idx[k]. Members of a big bucket are sorted.
+    Item k of the band is idx[k]. Members of a big bucket are sorted, buckets in key order.
     Two passes over the buckets (sized, then filled) so no array ever grows, and no array
-    per item but the sorted keys (a band of 10M items is held by a few threads at once).
+    per item but the sorted keys and their order (a band of 10M items is held by a few
+    threads at once).
     """
-    sk = key[order]
+    sk, order = sorted_keys(key)
     n = sk.shape[0]
     npairs = 0
     nbig = 0
@@ -203,6 +248,16 @@ def scan_cross(sq, qs, si, rs, band, rows, min_equal):
     return out[:w], compared
 
 
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """np.unique(x), sorting x in place: numpy 2.3+'s np.unique hashes, which is 100x slower
+    than sorting on half a million distinct uint64 (and still 5x with repeats)."""
+    x.sort()
+    keep = np.empty(len(x), dtype=bool)
+    keep[:1] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
+
+
 def in_order(
     ex: ThreadPoolExecutor,
     prepare: Callable[[Any], Any],
@@ -262,8 +317,9 @@ def candidates(
     scan_floor are candidates); buckets over `max_bucket` are skipped and reported.
     """
     idx = np.ascontiguousarray(idx, dtype=np.int64)
+    keys = band_keys(sig, idx, 0, bands, rows)  # all bands in one pass over the signatures
     return banded(
-        lambda b: band_keys(sig, idx, b, b + 1, rows)[0],
+        lambda b: keys[b],
         lambda members: sig[members],
         idx,
         bands,
@@ -298,7 +354,7 @@ def banded(
     min_equal = min_equal_slots(scan_floor, num_perm)
 
     def pairs(key: np.ndarray) -> tuple:
-        return _band_pairs(key, np.argsort(key), idx, cap)
+        return _band_pairs(key, idx, cap)
 
     def bucket(b: tuple[int, np.uint64, np.ndarray]) -> np.ndarray | None:
         return sigs_of(b[2]) if len(b[2]) <= max_bucket else None
@@ -323,7 +379,7 @@ def banded(
         scanned = in_order(ex, lambda b: (b, bucket(b)), lambda x: scan(*x), big, threads)
     pair_parts = [p[0] for p in parts] + [s[0] for s in scanned]
     raw = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.uint64)
-    uniq = np.unique(raw)
+    uniq = sorted_unique(raw)
     sample = np.full((len(big), nsample), -1, dtype=np.int64)
     for g, (_, _, members) in enumerate(big):
         sample[g, : min(nsample, len(members))] = members[:nsample]

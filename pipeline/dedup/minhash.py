@@ -4,15 +4,15 @@ datasketch's "affine32" scheme: for seed s, `RandomState(s)` draws `a` (odd) and
 permutation; a shingle hash h is pre-mixed once with the MurmurHash3 finalizer and permuted
 as `a * fmix32(h) + b mod 2^32`; a signature slot is the minimum over the item's shingles
 (2^32 - 1 for an item with no shingles, as an empty datasketch MinHash). One compiled pass per
-item: no per-item Python object, no (shingles x permutations) temporary.
+item: no per-item Python object, no (shingles x permutations) temporary (the kernels are in
+shingle_kernels.py, whose shingling kernel signs each item as soon as its set is made).
 """
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
-EMPTY = np.uint32(0xFFFFFFFF)
+from pipeline.dedup.shingle_kernels import signatures_kernel
 
 
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -23,28 +23,9 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-@nb.njit(parallel=True, cache=True)
-def _signatures(offsets, values, a, b, sig):
-    num_perm = a.shape[0]
-    for i in nb.prange(offsets.shape[0] - 1):
-        row = np.full(num_perm, np.uint32(0xFFFFFFFF), dtype=np.uint32)
-        for j in range(offsets[i], offsets[i + 1]):
-            h = np.uint32(values[j])
-            h ^= h >> np.uint32(16)
-            h = np.uint32(h * np.uint32(0x85EBCA6B))
-            h ^= h >> np.uint32(13)
-            h = np.uint32(h * np.uint32(0xC2B2AE35))
-            h ^= h >> np.uint32(16)
-            for p in range(num_perm):
-                v = np.uint32(a[p] * h + b[p])
-                if v < row[p]:
-                    row[p] = v
-        sig[i, :] = row
-
-
 def signatures(offsets: np.ndarray, values: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """uint32[N, num_perm] signatures of the CSR shingle sets (see shingles.shingle_sets)."""
     sig = np.empty((len(offsets) - 1, len(a)), dtype=np.uint32)
     if len(sig):
-        _signatures(offsets, values, a, b, sig)
+        signatures_kernel(offsets, values, a, b, sig)
     return sig

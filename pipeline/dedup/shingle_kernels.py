@@ -1,0 +1,270 @@
+"""The compiled half of shingles.py: tokenise, hash, sort and (optionally) sign a batch.
+
+One kernel does a batch, chunk by chunk in parallel: each item's fields are tokenised from
+the UTF-8 bytes, its shingles hashed (shingles.py's definition, bit for bit), sorted and made
+unique, and, given permutations, its MinHash signature taken while the set is still in cache.
+A chunk writes its items' sets one after another, so only what is written is ever touched of
+a work buffer sized by an upper bound (4 bytes per byte of text).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+# Every function a cached kernel here calls is here too: numba's cache sees changes to the
+# kernel's own file only.
+EMPTY = np.uint32(0xFFFFFFFF)  # the signature slot of an item without shingles
+MOVES = 16  # see _sort_unique
+
+
+@nb.njit(inline="always")
+def _mix_k(k):
+    k = (k * np.uint64(0xCC9E2D51)) & np.uint64(0xFFFFFFFF)
+    k = ((k << np.uint64(15)) | (k >> np.uint64(17))) & np.uint64(0xFFFFFFFF)
+    return (k * np.uint64(0x1B873593)) & np.uint64(0xFFFFFFFF)
+
+
+@nb.njit(inline="always")
+def _mix_h(h, k):
+    h ^= k
+    h = ((h << np.uint64(13)) | (h >> np.uint64(19))) & np.uint64(0xFFFFFFFF)
+    return (h * np.uint64(5) + np.uint64(0xE6546B64)) & np.uint64(0xFFFFFFFF)
+
+
+@nb.njit(inline="always")
+def _fmix(h):
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & np.uint64(0xFFFFFFFF)
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & np.uint64(0xFFFFFFFF)
+    return h ^ (h >> np.uint64(16))
+
+
+@nb.njit(inline="always")
+def _murmur_bytes(data, s, e):
+    h = np.uint64(0)
+    i = s
+    while i + 4 <= e:
+        k = (
+            np.uint64(data[i])
+            | (np.uint64(data[i + 1]) << np.uint64(8))
+            | (np.uint64(data[i + 2]) << np.uint64(16))
+            | (np.uint64(data[i + 3]) << np.uint64(24))
+        )
+        h = _mix_h(h, _mix_k(k))
+        i += 4
+    rem = e - i
+    if rem > 0:
+        k = np.uint64(0)
+        for j in range(rem - 1, -1, -1):
+            k ^= np.uint64(data[i + j]) << np.uint64(8 * j)
+        h ^= _mix_k(k)
+    return _fmix(h ^ np.uint64(e - s))
+
+
+@nb.njit(inline="always")
+def _shingles(h0, toks, k, out):
+    """out[p] = murmur3_32 over the words (tag, toks[p], ..., toks[p+k-1]) for each p: h0 is
+    the state after the tag, toks hold each token hash already through _mix_k (a token is in
+    up to k shingles). Word by word across all the shingles, so the loop vectorises."""
+    out[:] = np.uint32(h0)
+    for j in range(k):
+        for p in range(out.shape[0]):
+            out[p] = np.uint32(_mix_h(np.uint64(out[p]), np.uint64(toks[p + j])))
+    tail = np.uint64(4 * (k + 1))
+    for p in range(out.shape[0]):
+        out[p] = np.uint32(_fmix(np.uint64(out[p]) ^ tail))
+
+
+@nb.njit(inline="always")
+def _cp_len(b):
+    if b < 0x80:
+        return 1
+    if b < 0xE0:
+        return 2
+    if b < 0xF0:
+        return 3
+    return 4
+
+
+@nb.njit(inline="always")
+def _cp(data, i, n):
+    b = np.int64(data[i])
+    if n == 1:
+        return b
+    cp = b & (0x3F >> (n - 1))
+    for j in range(1, n):
+        cp = (cp << 6) | (np.int64(data[i + j]) & 0x3F)
+    return cp
+
+
+@nb.njit
+def _tokenise(data, s, e, chars, cls, one, out):
+    """_mix_k of the token hashes of data[s:e] into out; returns how many.
+    one[b] = hash of ASCII byte b."""
+    nt = 0
+    i = s
+    word_start = -1
+    while i < e:
+        b = data[i]
+        if b < 0x80:
+            n = 1
+            c = cls[b]
+        else:
+            n = _cp_len(b)
+            c = cls[_cp(data, i, n)]
+        if chars:
+            h = np.uint64(one[b]) if n == 1 else _murmur_bytes(data, i, i + n)
+            out[nt] = _mix_k(h)
+            nt += 1
+        elif c == 1:
+            if word_start < 0:
+                word_start = i
+        else:
+            if word_start >= 0:
+                out[nt] = _mix_k(_murmur_bytes(data, word_start, i))
+                nt += 1
+                word_start = -1
+            if c == 2:
+                h = np.uint64(one[b]) if n == 1 else _murmur_bytes(data, i, i + n)
+                out[nt] = _mix_k(h)
+                nt += 1
+        i += n
+    if word_start >= 0:
+        out[nt] = _mix_k(_murmur_bytes(data, word_start, e))
+        nt += 1
+    return nt
+
+
+@nb.njit
+def _sort_unique(raw, m, out, w, cnt):
+    """out[w:w+u] = the sorted distinct values of raw[:m] (uint32 hashes); returns u.
+    cnt: int64 scratch of at least min(2m, 2^16) + 1 values.
+
+    Hashes are uniform in their top bits, so placing them by those (about one per bucket)
+    leaves them nearly sorted and an insertion pass finishes in linear time: 4x faster than
+    numba's sort. Repeats cost that pass nothing; only many distinct values on the same top
+    bits could make it quadratic, so past MOVES moves per value a comparison sort finishes."""
+    if m < 2:
+        if m == 1:
+            out[w] = raw[0]
+        return m
+    bits = 1
+    while (1 << bits) < m and bits < 16:
+        bits += 1
+    shift = np.uint32(32 - bits)
+    cnt[: (1 << bits) + 1] = 0
+    for j in range(m):
+        cnt[(raw[j] >> shift) + 1] += 1
+    for q in range(1 << bits):
+        cnt[q + 1] += cnt[q]
+    for j in range(m):
+        q = raw[j] >> shift
+        out[w + cnt[q]] = raw[j]
+        cnt[q] += 1
+    budget = MOVES * m
+    for j in range(w + 1, w + m):
+        v = out[j]
+        k = j - 1
+        while k >= w and out[k] > v:
+            out[k + 1] = out[k]
+            k -= 1
+        out[k + 1] = v
+        budget -= j - 1 - k
+        if budget < 0:
+            out[w : w + m].sort()
+            break
+    u = 1
+    for j in range(w + 1, w + m):
+        if out[j] != out[w + u - 1]:
+            out[w + u] = out[j]
+            u += 1
+    return u
+
+
+@nb.njit(inline="always")
+def _fmix32(h):
+    h ^= h >> np.uint32(16)
+    h = np.uint32(h * np.uint32(0x85EBCA6B))
+    h ^= h >> np.uint32(13)
+    h = np.uint32(h * np.uint32(0xC2B2AE35))
+    h ^= h >> np.uint32(16)
+    return h
+
+
+@nb.njit(inline="always")
+def _sign_row(values, s, e, a, b, row):
+    """row[p] = min over values[s:e] of a[p] * fmix32(v) + b[p] (mod 2^32).
+
+    Eight shingles per sweep over the permutations: the sweep is bound by loading and storing
+    a, b and row, so folding eight hashes into each load is 3x faster than one at a time."""
+    num_perm = a.shape[0]
+    row[:] = EMPTY
+    j = s
+    while j + 8 <= e:
+        h0, h1 = _fmix32(np.uint32(values[j])), _fmix32(np.uint32(values[j + 1]))
+        h2, h3 = _fmix32(np.uint32(values[j + 2])), _fmix32(np.uint32(values[j + 3]))
+        h4, h5 = _fmix32(np.uint32(values[j + 4])), _fmix32(np.uint32(values[j + 5]))
+        h6, h7 = _fmix32(np.uint32(values[j + 6])), _fmix32(np.uint32(values[j + 7]))
+        for p in range(num_perm):
+            ap, bp = a[p], b[p]
+            m0 = min(np.uint32(ap * h0 + bp), np.uint32(ap * h1 + bp))
+            m1 = min(np.uint32(ap * h2 + bp), np.uint32(ap * h3 + bp))
+            m2 = min(np.uint32(ap * h4 + bp), np.uint32(ap * h5 + bp))
+            m3 = min(np.uint32(ap * h6 + bp), np.uint32(ap * h7 + bp))
+            row[p] = min(row[p], min(min(m0, m1), min(m2, m3)))
+        j += 8
+    while j < e:
+        h = _fmix32(np.uint32(values[j]))
+        for p in range(num_perm):
+            row[p] = min(row[p], np.uint32(a[p] * h + b[p]))
+        j += 1
+
+
+@nb.njit(parallel=True, cache=True)
+def signatures_kernel(offsets, values, a, b, sig):
+    """sig[i] = the MinHash signature of CSR set i under permutations (a, b)."""
+    for i in nb.prange(offsets.shape[0] - 1):
+        row = np.empty(a.shape[0], dtype=np.uint32)
+        _sign_row(values, offsets[i], offsets[i + 1], a, b, row)
+        sig[i, :] = row
+
+
+@nb.njit(parallel=True, cache=True)
+def shingle_kernel(data, offs, tags, n, chars, cls, one, chunks, start, out, counts, a, b, sig):
+    """Chunk c (items chunks[c] .. chunks[c+1]-1) writes its items' sorted unique shingle
+    sets one after another from out[start[c]]; counts[i] = item i's set size. With
+    permutations (a, b non-empty), sig[i] = item i's MinHash signature."""
+    nf = tags.shape[0]
+    for c in nb.prange(chunks.shape[0] - 1):
+        longest = 1  # bytes of the longest field, and of the longest item, in the chunk
+        most = 1
+        for i in range(chunks[c], chunks[c + 1]):
+            total = 0
+            for f in range(nf):
+                size = offs[f, i + 1] - offs[f, i]
+                longest = max(longest, size)
+                total += size
+            most = max(most, total)
+        toks = np.empty(longest, dtype=np.uint32)  # tokens <= bytes, shingles <= tokens
+        raw = np.empty(most, dtype=np.uint32)
+        cnt = np.empty(min(2 * most, 1 << 16) + 1, dtype=np.int64)
+        row = np.empty(a.shape[0], dtype=np.uint32)
+        w = start[c]
+        for i in range(chunks[c], chunks[c + 1]):
+            m = 0
+            for f in range(nf):
+                nt = _tokenise(data, offs[f, i], offs[f, i + 1], chars, cls, one, toks)
+                if nt == 0:
+                    continue
+                k = n if nt >= n else nt
+                h0 = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[f])))
+                _shingles(h0, toks, k, raw[m : m + nt - k + 1])
+                m += nt - k + 1
+            u = _sort_unique(raw, m, out, w, cnt)
+            counts[i] = u
+            if a.shape[0]:
+                _sign_row(out, w, w + u, a, b, row)
+                sig[i, :] = row
+            w += u
