@@ -15,6 +15,7 @@ equal triples), and `_id_first` the first position of its id.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -22,7 +23,9 @@ import pyarrow as pa
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import clusters as C
-from pipeline.dedup.shingles import shingle_sets
+from pipeline.dedup.lsh import band_keys
+from pipeline.dedup.minhash import permutations
+from pipeline.dedup.shingles import signed_sets
 from pipeline.dedup.store import Store, release
 
 SUB_BATCH = 25_000  # rows shingled at once: the shingle kernel's buffer is 4 bytes per byte
@@ -68,15 +71,16 @@ def content_hash(text: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
     )
 
 
-def scan(
-    batches: Iterable[pa.RecordBatch | pa.Table | pl.DataFrame],
-    d: DedupConfig,
-    store: Store,
-    advance: Callable[[int], None] | None = None,
-) -> pl.DataFrame:
-    """One row per input row, in input order: id, the keeper rank's values (`_rank{k}`; an
-    `id` key is filled in by exact_groups), `_blank`, `_h0`, `_h1`.
-    Each row's shingle set (and band keys) are appended to `store`, which is then sealed."""
+def scan_context(d: DedupConfig) -> tuple[DedupConfig, np.ndarray, np.ndarray]:
+    """What scan_batch needs besides the batch: the config and the MinHash permutations."""
+    return (d, *permutations(d.num_perm, d.seed))
+
+
+def scan_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The per-item work of dedup on one input batch, a pure function any executor runs:
+    `rows` (id, the keeper rank's values `_rank{k}`, `_blank`, `_h0`, `_h1`) and `sets` (each
+    row's sorted shingle set and its band keys, made with its MinHash signature in one pass)."""
+    d, a, b = ctx
     fields = list(d.fields)
     blank = pl.all_horizontal(
         (pl.col(f) == "") if d.shingle == "chars" else (pl.col(f).str.strip_chars() == "")
@@ -86,18 +90,51 @@ def scan(
         (C.RANK_KEYS[k.lstrip("-")]() if k.lstrip("-") != "id" else pl.lit(0)).alias(f"_rank{i}")
         for i, k in enumerate(d.keeper)
     ]
+    df = pl.DataFrame(pl.from_arrow(batch))
+    text = df.select(pl.col(f).fill_null("") for f in fields)
+    small = df.select("id", *ranks).with_columns(text.select(blank).to_series())
+    del df
+    offsets, values, keys = [np.zeros(1, np.int64)], [], []
+    for s in range(0, text.height, SUB_BATCH):
+        cols = [text[f].slice(s, SUB_BATCH).to_arrow() for f in fields]
+        offs, vals, sig = signed_sets(cols, fields, d.ngram, d.shingle, a, b)
+        keys.append(band_keys(sig, np.arange(len(sig), dtype=np.int64), 0, d.bands, d.rows).T)
+        offsets.append(offs[1:] + offsets[-1][-1])
+        values.append(vals)
+    flat = np.concatenate(values) if values else np.empty(0, np.uint32)
+    key = np.concatenate(keys) if keys else np.empty((0, d.bands), np.uint64)
+    sets = pa.table(
+        {
+            "shingles": pa.LargeListArray.from_arrays(np.concatenate(offsets), flat),
+            "band_keys": pa.FixedSizeListArray.from_arrays(key.ravel(), d.bands),
+        }
+    )
+    rows = pl.concat([small, content_hash(text, fields)], how="horizontal")
+    return {"rows": rows, "sets": sets}, {}
+
+
+def collect(
+    results: Iterable[tuple[dict[str, Any], int]],
+    d: DedupConfig,
+    store: Store,
+    advance: Callable[[int], None] | None = None,
+) -> pl.DataFrame:
+    """scan_batch's results in input order: `rows` concatenated (one row per input row), each
+    row's shingle set and band keys appended to `store`, which is then sealed."""
     frames = []
-    for batch in batches:
-        df = batch if isinstance(batch, pl.DataFrame) else pl.DataFrame(pl.from_arrow(batch))
-        text = df.select(pl.col(f).fill_null("") for f in fields)
-        small = df.select("id", *ranks).with_columns(text.select(blank).to_series())
-        frames.append(pl.concat([small, content_hash(text, fields)], how="horizontal"))
-        del df
-        for s in range(0, text.height, SUB_BATCH):
-            cols = [text[f].slice(s, SUB_BATCH).to_arrow() for f in fields]
-            store.append(*shingle_sets(cols, fields, d.ngram, d.shingle))
+    for outs, n in results:
+        rows = outs["rows"]
+        frames.append(rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(pl.from_arrow(rows)))
+        sets = outs["sets"].combine_chunks()
+        sh = sets.column("shingles").chunk(0) if sets.num_rows else None
+        if sh is not None:
+            offs = sh.offsets.to_numpy().astype(np.int64)
+            vals = sh.values.to_numpy(zero_copy_only=False)[offs[0] : offs[-1]]
+            key = sets.column("band_keys").chunk(0).flatten().to_numpy()
+            store.add(offs - offs[0], vals, key.reshape(-1, d.bands).T)
+        del outs, sets, sh
         if advance:
-            advance(text.height)
+            advance(n)
     store.seal()
     release()
     if not frames:
@@ -107,6 +144,30 @@ def scan(
             | {"_blank": pl.Boolean, "_h0": pl.UInt64, "_h1": pl.UInt64}
         )
     return pl.concat(frames, rechunk=True)
+
+
+def scan(
+    batches: Iterable[pa.RecordBatch | pa.Table | pl.DataFrame],
+    d: DedupConfig,
+    store: Store,
+    advance: Callable[[int], None] | None = None,
+) -> pl.DataFrame:
+    """scan_batch over `batches` in this process, then collect: one row per input row, in
+    input order; each row's shingle set and band keys appended to `store`, then sealed."""
+    ctx = scan_context(d)
+
+    def run(b: Any) -> tuple[dict[str, Any], int]:
+        if isinstance(b, pl.DataFrame):
+            b = b.to_arrow()
+        if isinstance(b, pa.Table):
+            b = (
+                b.combine_chunks().to_batches()[0]
+                if b.num_rows
+                else pa.RecordBatch.from_pylist([], schema=b.schema)
+            )
+        return scan_batch(b, ctx)[0], b.num_rows
+
+    return collect((run(b) for b in batches), d, store, advance)
 
 
 def _runs(change: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -46,9 +46,10 @@ from pipeline.console import console
 from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult, find, find_duplicates, needed_columns, scan_floor
 from pipeline.dedup.lsh import p_candidate
-from pipeline.dedup.scan import exact_groups, scan
+from pipeline.dedup.scan import collect, exact_groups, scan_batch, scan_context
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
+from pipeline.executors import batches
 from pipeline.runs import read_manifest
 
 if TYPE_CHECKING:
@@ -138,11 +139,18 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         store = Store(work / "store", d.num_perm, d.seed, d.bands, d.rows)
         with io.progress() as bar:
             task = bar.add_task("dedup: shingles + MinHash", total=pf.num_rows)
-            batches = pf.iter_batches(d.batch_size, columns)
+            # the per-item work (shingles, MinHash, band keys) on the configured executor
+            ctx = scan_context(d)
+            per_batch = batches(cfg, src, scan_batch, ctx, d.batch_size, columns)
             # one expression: each step holds the only reference to its input, and drops it
             res = find(
                 exact_groups(
-                    scan(batches, d, store, advance=lambda k: bar.advance(task, k)),
+                    collect(
+                        ((outs, n) for outs, _, n in per_batch),
+                        d,
+                        store,
+                        advance=lambda k: bar.advance(task, k),
+                    ),
                     d,
                     lambda rows: pl.DataFrame(pf.take(rows, ["source", "source_ref"])),
                 ),

@@ -119,14 +119,19 @@ class Store:
     def append(self, offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
         """The next rows' CSR shingle sets (offsets from 0); returns their signatures."""
         sig = signatures(offsets, values, *self.perm)
-        self._w["shingles.u32"].write(np.ascontiguousarray(values).data)
         keys = band_keys(sig, np.arange(len(sig), dtype=np.int64), 0, self.bands, self.rows)
+        self.add(offsets, values, keys)
+        return sig
+
+    def add(self, offsets: np.ndarray, values: np.ndarray, keys: np.ndarray) -> None:
+        """The next rows' CSR shingle sets (offsets from 0) and band keys (uint64[bands, N]),
+        made by whoever ran the per-item work (scan.scan_batch, on any executor)."""
+        self._w["shingles.u32"].write(np.ascontiguousarray(values, np.uint32).data)
         for b in range(self.bands):
-            self._w[f"band-{b:03d}.u64"].write(keys[b].data)
+            self._w[f"band-{b:03d}.u64"].write(np.ascontiguousarray(keys[b], np.uint64).data)
         self._parts.append(offsets[1:] + self._shift)
         self._shift += len(values)
-        self.n += len(sig)
-        return sig
+        self.n += len(offsets) - 1
 
     def seal(self) -> None:
         """Done appending: files flushed, shingle offsets in one array."""

@@ -78,9 +78,10 @@ def ray_batches(
     # Ray lists a folder's files sorted (zero-padded part names: row order) and skips hidden
     # ones. One path, not a list: Ray resolves a list's paths on threads, and with fsspec
     # but no aiohttp two threads importing fsspec's http module at once fail.
-    ds = rd.read_parquet(str(src), columns=columns).map_batches(
-        udf, batch_format="pyarrow", batch_size=size, zero_copy_batch=True
-    )
+    ds = rd.read_parquet(str(src))
+    if columns is not None:  # projected at read (Ray pushes the selection down)
+        ds = ds.select_columns(columns)
+    ds = ds.map_batches(udf, batch_format="pyarrow", batch_size=size, zero_copy_batch=True)
     for res in ds.iter_batches(batch_format="pyarrow", batch_size=None):
         assert isinstance(res, pa.Table)
         for k in range(res.num_rows):
