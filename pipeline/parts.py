@@ -78,15 +78,17 @@ class Parts:
         return len(self._where)
 
     def iter_batches(
-        self, batch_size: int, columns: list[str] | None = None
+        self, batch_size: int, columns: list[str] | None = None, exact: bool = True
     ) -> Iterator[pa.RecordBatch]:
         """Batches of exactly `batch_size` rows (the last one fewer) across part boundaries,
-        so a step sees the same batches however the output was cut into parts."""
+        so a step sees the same batches however the output was cut into parts. exact=False:
+        at most `batch_size` rows, a part's last batch shorter (no copy to join parts: for
+        readers that do not care where batches end, as a count or a digest)."""
         pending: list[pa.RecordBatch] = []
         held = 0
         for f in self.files:
             for b in f.iter_batches(batch_size=batch_size, columns=columns):
-                if not pending and b.num_rows == batch_size:
+                if not exact or (not pending and b.num_rows == batch_size):
                     yield b
                     continue
                 pending.append(b)

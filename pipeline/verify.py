@@ -104,7 +104,9 @@ def hashed(path: Path, column: str, key: pl.Expr | None = None) -> dict[str, np.
     strings and their hash table took gigabytes), and 128 bits leave no chance collision."""
     key = pl.col(column) if key is None else key
     out: dict[str, list[np.ndarray]] = {}
-    for b in Parts(path).iter_batches(1 << 20, list(dict.fromkeys(["source", column]))):
+    for b in Parts(path).iter_batches(
+        1 << 20, list(dict.fromkeys(["source", column])), exact=False
+    ):
         h = pl.DataFrame(pl.from_arrow(b)).select(
             "source", key.hash(seed=1).alias("h0"), key.hash(seed=2).alias("h1")
         )
@@ -177,7 +179,7 @@ def _id_digest(paths: list[Path]) -> tuple[int, int, int]:
     n, s1, s2 = 0, np.uint64(0), np.uint64(0)
     with np.errstate(over="ignore"):  # the sums wrap mod 2**64 by design
         for path in paths:
-            for b in Parts(path).iter_batches(1 << 20, ["id"]):
+            for b in Parts(path).iter_batches(1 << 20, ["id"], exact=False):
                 ids = pl.Series(b.column(0))
                 n += len(ids)
                 s1 += ids.hash(seed=1).to_numpy().sum(dtype=np.uint64)

@@ -107,3 +107,10 @@ def test_a_run_in_small_parts_holds_the_same_rows_and_verifies(tmp_path):
     for o in outs:
         for a, b in zip(part_files(small / o), part_files(again / o), strict=True):
             assert a.read_bytes() == b.read_bytes(), a
+
+
+def test_inexact_batches_cover_every_row_without_joining_parts(tmp_path):
+    write(tmp_path / "o.parquet", table(50), part_rows=20)
+    got = list(Parts(tmp_path / "o.parquet").iter_batches(16, ["k"], exact=False))
+    assert [b.num_rows for b in got] == [16, 4, 16, 4, 10]
+    assert pa.Table.from_batches(got).column("k").to_pylist() == list(range(50))
