@@ -13,6 +13,8 @@ import pyarrow.parquet as pq
 from pipeline.config import DedupConfig
 from pipeline.dedup import find, scan, store, write
 from pipeline.dedup import index as ix
+from pipeline.dedup.lsh import band_keys
+from pipeline.dedup.minhash import signatures
 from pipeline.parts import part_files
 from pipeline.runs import output_sha
 from pipeline.verify import verify_run
@@ -127,7 +129,9 @@ def test_the_store_reads_back_what_was_appended(tmp_path):
         part = sets[lo : lo + 17]
         offs = np.concatenate([[0], np.cumsum([len(x) for x in part])]).astype(np.int64)
         vals = np.concatenate(part) if part else np.empty(0, np.uint32)
-        sigs.append(s.append(offs, vals.astype(np.uint32)))
+        sig = signatures(offs, vals.astype(np.uint32), *s.perm)
+        s.add(offs, vals.astype(np.uint32), band_keys(sig, np.arange(len(sig)), 0, 4, 4))
+        sigs.append(sig)
     s.seal()
     rows = np.array([49, 3, 3, 0, 17, 16, 33])
     offs, vals = s.shingles(rows)

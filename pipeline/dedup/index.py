@@ -178,7 +178,7 @@ class Index:
 
     def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
         """Columns of the given rows (sorted, unique), part by part, row group by group."""
-        import pyarrow.parquet as pq
+        from pipeline.parts import Parts  # here: see the imports
 
         out = []
         for p, part in enumerate(self.parts):
@@ -189,14 +189,7 @@ class Index:
             if isinstance(part, pa.Table):
                 out.append(part.select(columns).take(pa.array(sel)))
                 continue
-            pf = pq.ParquetFile(part)
-            g0 = 0
-            for g in range(pf.num_row_groups):
-                n = pf.metadata.row_group(g).num_rows
-                s = sel[(sel >= g0) & (sel < g0 + n)] - g0
-                if len(s):
-                    out.append(pf.read_row_group(g, columns=columns).take(pa.array(s)))
-                g0 += n
+            out.append(Parts(part).take(sel, columns))
         if not out:
             return pa.table({c: pa.array([], pa.string()) for c in columns})
         return pa.concat_tables(out)

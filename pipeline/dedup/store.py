@@ -24,7 +24,6 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
-from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import permutations, signatures
 
 
@@ -115,13 +114,6 @@ class Store:
 
     def names(self) -> list[str]:
         return ["shingles.u32", *(f"band-{b:03d}.u64" for b in range(self.bands))]
-
-    def append(self, offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """The next rows' CSR shingle sets (offsets from 0); returns their signatures."""
-        sig = signatures(offsets, values, *self.perm)
-        keys = band_keys(sig, np.arange(len(sig), dtype=np.int64), 0, self.bands, self.rows)
-        self.add(offsets, values, keys)
-        return sig
 
     def add(self, offsets: np.ndarray, values: np.ndarray, keys: np.ndarray) -> None:
         """The next rows' CSR shingle sets (offsets from 0) and band keys (uint64[bands, N]),
