@@ -28,7 +28,7 @@ from pipeline.config import Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
 from pipeline.executors import batches
-from pipeline.parts import Parts, num_rows, read_schema
+from pipeline.parts import Parts
 from pipeline.shapes.columns import key_frame
 from pipeline.shapes.group import SCOPES, ShapesResult, analyse
 
@@ -91,24 +91,23 @@ def _key_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[st
 
 
 def _key_frames(
-    cfg: Config, io: StageIO, cols: list[str], rank: list[str] | None, bar: Any
+    cfg: Config, src: Parts, cols: list[str], rank: list[str] | None, bar: Any
 ) -> list[pl.DataFrame]:
     """key_frame of every input batch, on the configured executor (run.executor); locally
     two at a time on threads: the kernels and polars release the GIL, so one batch's line
     diffs overlap the other's hashing."""
-    src = io.input(INPUT)
-    task = bar.add_task("shapes: line diffs", total=num_rows(src))
+    task = bar.add_task("shapes: line diffs", total=src.num_rows)
     out: list[pl.DataFrame] = []
     at = 0
     ctx = (cfg.shapes, rank)
-    for outs, _, rows in batches(cfg, src, _key_batch, ctx, BATCH, cols, threads=2):
+    for outs, _, rows in batches(cfg, src.path, _key_batch, ctx, BATCH, cols, threads=2):
         keys = outs["keys"]
         keys = keys if isinstance(keys, pl.DataFrame) else pl.DataFrame(pl.from_arrow(keys))
         out.append(keys.with_columns(pl.col("_row") + at))
         at += rows
         bar.advance(task, rows)
     if not out:
-        empty = read_schema(src).empty_table().select(cols)
+        empty = src.schema_arrow.empty_table().select(cols)
         out.append(key_frame(pl.DataFrame(pl.from_arrow(empty)), cfg.shapes, rank))
     return out
 
@@ -120,7 +119,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     cols = input_columns(s, keeper, src.schema_arrow.names)
     rank = keeper if s.policy == "cap" else None
     with io.progress() as bar:
-        parts = _key_frames(cfg, io, cols, rank, bar)
+        parts = _key_frames(cfg, src, cols, rank, bar)
     res = analyse(pl.concat(parts, rechunk=False), s, keeper, lambda rows: _fetch(src, rows))
     del parts
     write_outputs(src, res, s, io)
