@@ -31,6 +31,16 @@ def toml_config(tmp_path: Path, sources: str, name: str = "t") -> Path:
     return p
 
 
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance (2 CPUs) for every Ray test of the session."""
+    ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra (in [dev])")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture
 def cli():
     runner = CliRunner()

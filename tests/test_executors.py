@@ -12,14 +12,6 @@ from pipeline import Pipeline
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "editcurate.toml"
 
 
-@pytest.fixture(scope="session")
-def ray_local():
-    ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra (in [dev])")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def test_the_ray_executor_writes_the_same_bytes_as_the_local_one(tmp_path, ray_local):
     runs = {}
     for executor in ("local", "ray"):
