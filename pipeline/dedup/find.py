@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 import polars as pl
 
-from pipeline.config import DedupConfig
+from pipeline.config import DedupConfig, RunConfig
 from pipeline.dedup import clusters as C
 from pipeline.dedup import lsh
 from pipeline.dedup.index import Index, Query, best, match_query
@@ -119,14 +119,21 @@ def verify(
     return exact, est
 
 
-def find(w: pl.DataFrame, store: Store, d: DedupConfig, index: Index | None = None) -> DedupResult:
+def find(
+    w: pl.DataFrame,
+    store: Store,
+    d: DedupConfig,
+    index: Index | None = None,
+    run: RunConfig | None = None,
+) -> DedupResult:
     """Exact then near duplicates of the rows scan() wrote to `store`, grouped by
     exact_groups (`w`); the input's row order is ignored.
 
     With an `index` (earlier runs' kept items), a row whose exact group holds an indexed id,
     or whose representative is a verified near duplicate of an indexed item, is removed with
     that item as keeper (kinds *_indexed); indexed items rank before every row, so they are
-    never removed.
+    never removed. With `run` (its executor "ray"), band grouping and, past
+    d.driver_edges, components and stars run on Ray; the result is the same.
     """
     release()
     n = w.height

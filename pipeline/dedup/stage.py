@@ -157,6 +157,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                 store,
                 d,
                 index=index,
+                run=cfg.run,
             )
         store.drop(*store.names()[1:])  # the band keys: only the shingle sets are read on
         write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA)
