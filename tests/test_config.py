@@ -212,9 +212,17 @@ def test_the_fingerprint_is_the_canonical_text_of_the_values(tmp_path):
     assert a.fingerprint("dedup") == load_config(None).fingerprint("dedup")
     section = a.section("dedup")
     assert section["threshold"] == 0.8 and section["keeper"] == ["-comment_len", "created_at", "id"]
+    del section["driver_edges"]  # how the work is cut up, not what it gives: not fingerprinted
     assert (
         a.fingerprint("dedup") == hashlib.sha256(canonical_text(section).encode()).hexdigest()[:16]
     )
+
+
+def test_keys_that_only_cut_the_work_up_do_not_change_the_fingerprint(tmp_path):
+    a = load_config(None)
+    b = a.model_copy(update={"ingest": a.ingest.model_copy(update={"shard_bytes": 5})})
+    c = a.model_copy(update={"ingest": a.ingest.model_copy(update={"max_record_bytes": 5})})
+    assert b.fingerprint("ingest") == a.fingerprint("ingest") != c.fingerprint("ingest")
 
 
 def test_the_config_vocabulary_matches_the_stages():

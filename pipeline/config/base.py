@@ -6,6 +6,8 @@ build on it without importing models.py, which imports them.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 
 from pipeline.errors import UsageError
@@ -47,3 +49,6 @@ class Section(BaseModel):
     """Frozen, no unknown keys, no silent coercion ("5" is not an integer, 1 not a bool)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    # keys that change how the work is cut up, never its result: left out of the stage's
+    # fingerprint, so changing them neither reruns the stage nor changes an output byte
+    NOT_FINGERPRINTED: ClassVar[frozenset[str]] = frozenset()

@@ -132,9 +132,13 @@ class SourceConfig(Section):
 
 
 class IngestConfig(Section):
+    NOT_FINGERPRINTED = frozenset({"shard_bytes"})
     sources: list[SourceConfig] = Field(default_factory=list)
     batch_size: int = Field(default=10_000, ge=1)
     max_record_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    # A JSON-lines file or Parquet table larger than this is read in pieces of about this
+    # many bytes, each by one worker (run.executor); the output does not depend on it.
+    shard_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     bot_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
 
     @field_validator("bot_patterns")
@@ -169,6 +173,7 @@ class FilterConfig(Section):
 
 
 class DedupConfig(Section):
+    NOT_FINGERPRINTED = frozenset({"driver_edges"})
     """The dedup and tune stages (pipeline/dedup/)."""
 
     # exact shingle Jaccard at or above which two items are duplicates
@@ -373,8 +378,13 @@ class Config(Section):
         return model.model_dump(mode="json")
 
     def fingerprint(self, section: str | None = None) -> str:
-        """sha256 of the canonical text of one section, or of the whole config."""
-        data = self.section(section) if section else self.canonical()
+        """sha256 of the canonical text of one section (less its NOT_FINGERPRINTED keys),
+        or of the whole config."""
+        data = self.canonical()
+        if section:
+            data = self.section(section)
+            for k in getattr(self, section).NOT_FINGERPRINTED:
+                data.pop(k, None)
         return hashlib.sha256(canonical_text(data).encode()).hexdigest()[:16]
 
     def canonical(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Executors run per-batch work: `local` in this process, `ray` on Ray Data.
 
-`batches(cfg, src, fn, ctx, size)` is the one entry: `fn(batch, ctx) -> (outputs, counts)`
-over `size`-row batches of a Parquet file, results yielded in input order, whichever executor
-runs them. A map stage (filter) is that plus the `Writer`, which re-chunks every output into
+`batches(cfg, src, fn, ctx, size)` runs `fn(batch, ctx) -> (outputs, counts)` over `size`-row
+batches of a Parquet output; `tasks(cfg, todo, fn, ctx)` runs a generator `fn(task, ctx)` per
+task (ingest's pieces of a source). Results come back in input order whichever executor ran
+them. A map stage (filter) is `batches` plus the `Writer`, which re-chunks every output into
 row groups of exactly the stage's batch size, so files are byte-identical whichever executor
 ran (and however Ray split the input into blocks); whole-stage steps call `batches` for their
 own per-item work (decontaminate's matching, export's split files) and do the rest in the
@@ -77,6 +78,24 @@ def batches(
             yield done(f.result(), rows)
 
 
+# fn(task, ctx) -> yields (outputs, counts): a generator over one task's pieces of output
+TaskFn = Callable[[Any, Any], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
+
+
+def tasks(cfg: Config, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
+    """What fn yields for each task of `todo`, task after task, in order, on the configured
+    executor: for work whose input is not a Parquet output (ingest's pieces of a source).
+    On Ray each task runs on some worker, as many at once as it has CPUs."""
+    if cfg.run.executor == "ray":
+        from pipeline.executors.ray import ray_tasks
+
+        yield from ray_tasks(cfg, todo, fn, ctx)
+        return
+    for task in todo:
+        for outs, counts in fn(task, ctx):
+            yield {k: _local(v) for k, v in outs.items()}, counts
+
+
 def _local(b: Any) -> Any:
     """A local map output as the step returned it (a polars frame stays one), batches as
     tables."""
@@ -116,14 +135,13 @@ def output_schema(out: Output, in_schema: pa.Schema) -> pa.Schema:
 
 
 class Writer:
-    """The map outputs of a stage, written through the runner's atomic sinks in row groups
-    of exactly `size` rows, and their counts summed."""
+    """The outputs of a stage (`schemas`: name -> schema), written through the runner's
+    atomic sinks in row groups of exactly `size` rows, however the pieces came; and their
+    counts summed."""
 
-    def __init__(self, stage: Stage, io: StageIO, in_schema: pa.Schema, size: int, stack: Any):
+    def __init__(self, io: StageIO, schemas: dict[str, pa.Schema], size: int, stack: Any):
         self.size = size
-        self.schemas = {
-            o.name: output_schema(o, in_schema) for o in stage.writes if o.name.endswith(".parquet")
-        }
+        self.schemas = schemas
         self.sinks = {n: stack.enter_context(io.sink(n, s)) for n, s in self.schemas.items()}
         self.pending: dict[str, list[pa.Table]] = {n: [] for n in self.schemas}
         self.rows = dict.fromkeys(self.schemas, 0)
@@ -140,7 +158,10 @@ class Writer:
 
     def _write(self, name: str, n: int) -> None:
         whole = pa.concat_tables(self.pending[name])
-        self.sinks[name].write_table(whole.slice(0, n), row_group_size=max(n, 1))
+        # one chunk per row group: Parquet pages follow chunk boundaries, which vary with
+        # how the pieces came
+        group = whole.slice(0, n).combine_chunks()
+        self.sinks[name].write_table(group, row_group_size=max(n, 1))
         rest = whole.slice(n)
         self.pending[name] = [rest] if rest.num_rows else []
         self.rows[name] = rest.num_rows
@@ -161,7 +182,11 @@ def run_map(stage: Stage, cfg: Config, io: StageIO) -> dict[Any, Any]:
     size = batch_size(stage, cfg)
     where = " (ray)" if cfg.run.executor == "ray" else ""
     with ExitStack() as stack:
-        out = Writer(stage, io, read_schema(src), size, stack)
+        in_schema = read_schema(src)
+        schemas = {
+            o.name: output_schema(o, in_schema) for o in stage.writes if o.name.endswith(".parquet")
+        }
+        out = Writer(io, schemas, size, stack)
         bar = stack.enter_context(io.progress())
         task = bar.add_task(stage.name + where, total=Parts(src).num_rows)
         for outs, counts, rows in batches(cfg, src, fn, ctx, size):

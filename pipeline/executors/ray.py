@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pipeline.errors import EnvError
-from pipeline.executors import BatchFn, Result, as_table
+from pipeline.executors import BatchFn, Result, TaskFn, as_table
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -49,6 +49,32 @@ def _table(b: bytes) -> pa.Table:
     return pa.ipc.open_stream(b).read_all()
 
 
+def _pack(outs: dict[str, Any], counts: dict[str, Any], rows: int) -> pa.Table:
+    """One result as a one-row table: output names, their Arrow IPC bytes, counts as JSON."""
+    return pa.table(
+        {
+            "__outs": [json.dumps(sorted(outs))],
+            "__ipc": [[_ipc(as_table(outs[n])) for n in sorted(outs)]],
+            "__counts": [json.dumps(_jsonable(counts))],
+            "__rows": [rows],
+        }
+    )
+
+
+def _unpack(res: pa.Table) -> Iterator[Result]:
+    for k in range(res.num_rows):
+        names = json.loads(res["__outs"][k].as_py())
+        blobs = res["__ipc"][k].as_py()
+        outs = {n: _table(b) for n, b in zip(names, blobs, strict=True)}
+        yield outs, json.loads(res["__counts"][k].as_py()), res["__rows"][k].as_py()
+
+
+def _results(ds: Any) -> Iterator[Result]:
+    for res in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+        assert isinstance(res, pa.Table)
+        yield from _unpack(res)
+
+
 def ray_batches(
     cfg: Config, src: Path, fn: BatchFn, ctx: Any, size: int, columns: list[str] | None
 ) -> Iterator[Result]:
@@ -66,14 +92,7 @@ def ray_batches(
             else pa.RecordBatch.from_pylist([], schema=batch.schema),
             ctx,
         )
-        return pa.table(
-            {
-                "__outs": [json.dumps(sorted(outs))],
-                "__ipc": [[_ipc(as_table(outs[n])) for n in sorted(outs)]],
-                "__counts": [json.dumps(_jsonable(counts))],
-                "__rows": [batch.num_rows],
-            }
-        )
+        return _pack(outs, counts, batch.num_rows)
 
     # Ray lists a folder's files sorted (zero-padded part names: row order) and skips hidden
     # ones. One path, not a list: Ray resolves a list's paths on threads, and with fsspec
@@ -82,13 +101,25 @@ def ray_batches(
     if columns is not None:  # projected at read (Ray pushes the selection down)
         ds = ds.select_columns(columns)
     ds = ds.map_batches(udf, batch_format="pyarrow", batch_size=size, zero_copy_batch=True)
-    for res in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-        assert isinstance(res, pa.Table)
-        for k in range(res.num_rows):
-            names = json.loads(res["__outs"][k].as_py())
-            blobs = res["__ipc"][k].as_py()
-            outs = {n: _table(b) for n, b in zip(names, blobs, strict=True)}
-            yield outs, json.loads(res["__counts"][k].as_py()), res["__rows"][k].as_py()
+    yield from _results(ds)
+
+
+def ray_tasks(cfg: Config, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
+    """What fn yields for each task, task after task: one task per Ray Data block, so
+    they run on as many workers as there are CPUs, and come back in order (preserve_order)."""
+    ensure_ray(cfg)
+    import ray.data as rd
+
+    rd.DataContext.get_current().execution_options.preserve_order = True
+
+    def udf(batch: pa.Table) -> Iterator[pa.Table]:
+        for k in batch["task"].to_pylist():
+            for outs, counts in fn(todo[k], ctx):
+                yield _pack(outs, counts, 0)
+
+    items = rd.from_items([{"task": k} for k in range(len(todo))], override_num_blocks=len(todo))
+    for outs, counts, _ in _results(items.map_batches(udf, batch_format="pyarrow", batch_size=1)):
+        yield outs, counts
 
 
 def _jsonable(counts: Any) -> Any:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 import pyarrow as pa
 
@@ -103,6 +104,10 @@ class IngestContext:
     advance: Callable[[int], None] = lambda n: None  # progress in the source's own unit
     set_total: Callable[[int | None], None] = lambda n: None
     warn: Callable[[str], None] = lambda msg: None  # a problem with the whole source, once
+    # Read only this piece of the source (shards.py), and hand the field mapping's state to
+    # `fields_seen` instead of checking it: the stage checks it over every piece.
+    shard: Any = None
+    fields_seen: Callable[[Any], None] = lambda mapper: None
     _bot_re: re.Pattern[str] | None = field(default=None, init=False, repr=False)
 
     def is_bot(self, author: str | None) -> bool:

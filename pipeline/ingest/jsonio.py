@@ -10,6 +10,8 @@ array or stream ends the file early, with one error that says so.
 
 from __future__ import annotations
 
+import codecs
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -25,6 +27,7 @@ from pipeline.ingest.opening import (
     CountingReader,
     head_bytes,
     open_maybe_gzip,
+    open_regular,
     open_source,
 )
 
@@ -69,12 +72,7 @@ def iter_json_records(
     with _open(path, ctx) as f:
         layout = detect_layout(path)
         if layout == "lines":
-            for n, text in _lines(f, ctx.max_record_bytes):
-                ref = f"line {n}"
-                if isinstance(text, RecordError):
-                    yield ref, text, text.raw
-                else:
-                    yield ref, _parse_line(ref, text), text
+            yield from _parsed(_lines(f, ctx.max_record_bytes))
             return
         stream, unit = (
             (iter_json_array, "element") if layout == "array" else (iter_json_values, "value")
@@ -115,10 +113,52 @@ def iter_lines(path: Path, ctx: IngestContext) -> Iterator[tuple[int, str | Reco
         yield from _lines(f, ctx.max_record_bytes)
 
 
-def _lines(f: BinaryIO, limit: int) -> Iterator[tuple[int, str | RecordError]]:
-    """iter_lines on an open (decoded) stream."""
+def iter_line_range(
+    path: Path, start: int, end: int, first: int, ctx: IngestContext
+) -> Iterator[tuple[str, Any | RecordError, str | bytes]]:
+    """iter_json_records over the bytes [start, end) of a plain UTF-8 JSON-lines file, whose
+    first line is line `first`: a piece of the file cut at line starts (ingest/shards.py).
+    A UTF-8 BOM at the start of the file is skipped, as open_source does."""
+    with open_regular(path) as raw:
+        if start == 0 and raw.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:
+            start = len(codecs.BOM_UTF8)
+            ctx.advance(start)
+        raw.seek(start)
+        piece = io.BufferedReader(_Bounded(CountingReader(raw, ctx.advance), end - start), CHUNK)
+        yield from _parsed(_lines(piece, ctx.max_record_bytes, first))
+
+
+def _parsed(lines: Iterator[tuple[int, str | RecordError]]):
+    for n, text in lines:
+        ref = f"line {n}"
+        if isinstance(text, RecordError):
+            yield ref, text, text.raw
+        else:
+            yield ref, _parse_line(ref, text), text
+
+
+class _Bounded(io.RawIOBase):
+    """The first `size` bytes of stream `f` (a piece of a file ends at a line start)."""
+
+    def __init__(self, f: Any, size: int):
+        self.f, self.left = f, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.left <= 0:
+            return 0
+        view = memoryview(b)[: min(len(b), self.left)]
+        n = self.f.readinto(view)
+        self.left -= n or 0
+        return n or 0
+
+
+def _lines(f: BinaryIO, limit: int, first: int = 1) -> Iterator[tuple[int, str | RecordError]]:
+    """iter_lines on an open (decoded) stream whose first line is line `first`."""
     encoding = getattr(f, "encoding_name", "UTF-8")
-    n = 0
+    n = first - 1
     while True:
         try:
             line = f.readline(limit + 2)  # room for the record, "\r\n" and one more byte

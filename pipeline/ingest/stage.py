@@ -13,8 +13,7 @@ outputs (items_out 0), and the CLI then exits 1: the data failed.
 
 from __future__ import annotations
 
-import importlib
-from functools import partial
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,10 +24,13 @@ from rich.table import Table
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console
 from pipeline.errors import DataError
-from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
+from pipeline.executors import Writer, tasks
+from pipeline.ingest import shards
+from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
 from pipeline.ingest.count import count_records
-from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.opening import check_source_path
+from pipeline.ingest.shards import Params
+from pipeline.ingest.table import EMPTY
 from pipeline.runs import StageFailed, input_fingerprint
 from pipeline.schema import ERROR_SCHEMA, ITEM_SCHEMA
 
@@ -36,13 +38,6 @@ if TYPE_CHECKING:
     from pipeline.runner import StageIO
 
 STAGE = "ingest"
-READERS = {
-    "table": "pipeline.ingest.table",
-    "github": "pipeline.ingest.github",
-    "codereviewer": "pipeline.ingest.codereviewer",
-    "git": "pipeline.ingest.git",
-    "hf": "pipeline.ingest.hf",
-}
 
 
 class IngestFailed(StageFailed):
@@ -84,45 +79,71 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
 
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each source in its pieces (shards.py) on the configured executor; the batches written
+    re-chunked to ingest.batch_size rows, so the output is the same however it was cut."""
     per_source: dict[str, dict[str, Any]] = {}
-    with (
-        io.sink("items.parquet", ITEM_SCHEMA) as items_w,
-        io.sink("errors.parquet", ERROR_SCHEMA) as errors_w,
-        io.progress() as bar,
-    ):
+    params = Params(
+        cfg.ingest.max_record_bytes, cfg.ingest.batch_size, tuple(cfg.ingest.bot_patterns)
+    )
+    schemas = {"items.parquet": ITEM_SCHEMA, "errors.parquet": ERROR_SCHEMA}
+    with ExitStack() as stack:
+        out = Writer(io, schemas, cfg.ingest.batch_size, stack)
+        bar = stack.enter_context(io.progress())
         for i, spec in enumerate(cfg.ingest.sources):
-            name = spec.display_name()
-            task = bar.add_task(escape(f"ingest {name}"), total=None)
-            warnings: list[str] = []
-            ctx = IngestContext(
-                max_record_bytes=cfg.ingest.max_record_bytes,
-                batch_size=cfg.ingest.batch_size,
-                bot_patterns=tuple(cfg.ingest.bot_patterns),
-                advance=partial(bar.advance, task),
-                set_total=partial(_set_total, bar, task),
-                warn=warnings.append,
-            )
-            batcher = Batcher(name, ctx)
-            reader = importlib.import_module(READERS[spec.kind]).read
-            try:
-                for rec in reader(spec, source_path(cfg, spec), ctx):
-                    batcher.add(rec)
-                    if batcher.pending >= cfg.ingest.batch_size:
-                        _flush(batcher, items_w, errors_w)
-            except SourceUnreadable as e:
-                raise IngestIOError(f"source {name!r} ({spec.kind}): {e}") from None
-            except UnmappedField as e:  # a config error found by reading: exit 2
-                raise IngestFailed(f"source {name!r}: ingest.sources.{i}.{e}") from None
-            except ValueError as e:  # a bad option (unknown transform ...), before any record
-                raise IngestFailed(f"source {name!r} ({spec.kind}): {e}") from None
-            _flush(batcher, items_w, errors_w)
+            name, path = spec.display_name(), source_path(cfg, spec)
+            pieces = shards.plan(spec, path, cfg.ingest.shard_bytes)
+            first = pieces[0]
+            whole = first is None
+            task = bar.add_task(escape(f"ingest {name}"), total=None if first is None else first.of)
+            tally = shards.Tally()
+            todo = [(name, spec, path, piece) for piece in pieces]
+            for outs, c in tasks(cfg, todo, shards.read_piece, params):
+                if "raise" in c:
+                    raise _failure(c["raise"], spec, i)
+                if "done" in c:
+                    tally.add(c)
+                    continue
+                out.add(outs, {})
+                if whole and c["total"] is not None:
+                    bar.update(task, total=c["total"])
+                bar.advance(task, c["advance"])
+            _whole_source(tally, spec, i, name, out, len(pieces))
             bar.update(task, completed=bar.tasks[task].total or 0)
-            per_source[name] = _source_counts(spec, batcher, warnings)
-            per_source[name].update(_input_count(cfg, spec, batcher.records, warnings))
-            for w in warnings:
+            per_source[name] = _source_counts(spec, tally, tally.warnings)
+            per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings))
+            for w in tally.warnings:
                 console.print(f"[yellow]warning[/] source {escape(repr(name))}: {escape(w)}")
+        out.close()
     counts = _counts(io.dir / "items.parquet", per_source)
     return counts, {"conservation": {"kind": "records", "sources": per_source}}
+
+
+def _failure(what: list[str], spec: SourceConfig, i: int) -> IngestFailed:
+    """The one-line failure a piece reported (kind, message), as the stage's exception."""
+    kind, msg = what
+    name = spec.display_name()
+    if kind == "unreadable":
+        return IngestIOError(f"source {name!r} ({spec.kind}): {msg}")
+    if kind == "unmapped":  # a config error found by reading: exit 2
+        return IngestFailed(f"source {name!r}: ingest.sources.{i}.{msg}")
+    return IngestFailed(f"source {name!r} ({spec.kind}): {msg}")
+
+
+def _whole_source(
+    tally: shards.Tally, spec: SourceConfig, i: int, name: str, out: Writer, pieces: int
+) -> None:
+    """What a source read in pieces is checked for as a whole: a mapped field no record had
+    (exit 2), no record at all (one skip, so the file is accounted for)."""
+    if pieces == 1:  # the reader checked both itself
+        return
+    unmapped = tally.unmapped()
+    if unmapped is not None:
+        raise _failure(["unmapped", str(unmapped)], spec, i)
+    if tally.records == 0:
+        b = Batcher(name, IngestContext())
+        b.add(RecordError("file", "", EMPTY, "skip"))
+        out.add({"errors.parquet": b.take_errors()}, {})
+        tally.add({"done": shards.tallied(b), "warnings": [], "fields": {}})
 
 
 def check(m: dict[str, Any]) -> None:
@@ -139,7 +160,7 @@ def check(m: dict[str, Any]) -> None:
     )
 
 
-def _source_counts(spec: SourceConfig, b: Batcher, warnings: list[str]) -> dict[str, Any]:
+def _source_counts(spec: SourceConfig, b: Any, warnings: list[str]) -> dict[str, Any]:
     return {
         "kind": spec.kind,
         "records": b.records,
@@ -171,19 +192,6 @@ def _input_count(
             "`editcurate verify` will fail"
         )
     return {"input_records": n, "input_unit": unit}
-
-
-def _set_total(bar: Any, task: Any, n: int | None) -> None:
-    bar.update(task, total=n)
-
-
-def _flush(batcher: Batcher, items_w, errors_w) -> None:
-    b = batcher.take_items()
-    if b is not None:
-        items_w.write_batch(b)
-    e = batcher.take_errors()
-    if e is not None:
-        errors_w.write_batch(e)
 
 
 def _counts(items_path: Path, per_source: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.csvio import iter_csv_records
-from pipeline.ingest.jsonio import iter_json_records
+from pipeline.ingest.jsonio import iter_json_records, iter_line_range
 from pipeline.ingest.mapping import Mapper, mapped_columns
 from pipeline.ingest.opening import check_source_path, head_bytes, open_regular, open_source
 
@@ -58,19 +58,28 @@ def folder_parts(path: Path, spec: SourceConfig) -> list[Path]:
     return parts
 
 
+def file_format(spec: SourceConfig, path: Path) -> str:
+    """The configured format, or the one the name and first bytes tell (detect_format)."""
+    with open_regular(path) as f:
+        raw_head = f.read(SNIFF_BYTES)
+    head = raw_head if raw_head[:4] == b"PAR1" else head_bytes(path, SNIFF_BYTES)[0]
+    return spec.format if spec.format != "auto" else detect_format(path, head)
+
+
 def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
     check_source_path(path, "any")
     mapper = Mapper(spec)
+    if ctx.shard is not None:  # one piece of the source (shards.py)
+        yield from _read_shard(spec, mapper, path, ctx)
+        ctx.fields_seen(mapper)  # checked by the stage over every piece
+        return
     if path.is_dir():  # a folder of Parquet parts
         yield from _read_parquet(spec, mapper, folder_parts(path, spec), ctx, in_folder=True)
         mapper.check_mapped()
         return
-    with open_regular(path) as f:
-        raw_head = f.read(SNIFF_BYTES)
-    head = raw_head if raw_head[:4] == b"PAR1" else head_bytes(path, SNIFF_BYTES)[0]
-    fmt = spec.format if spec.format != "auto" else detect_format(path, head)
-    if fmt != "parquet" and b"\0" in head:
-        ctx.warn(f"{path.name}: NUL bytes in the first 8 KiB: is it a binary file?")
+    fmt = file_format(spec, path)
+    if fmt != "parquet":
+        _warn_binary(path, ctx)
     if fmt in ("jsonl", "json"):  # the same reader: it tells lines, an array, values apart
         yield from _read_json(spec, mapper, path, ctx)
     elif fmt == "csv":
@@ -78,6 +87,23 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
     else:
         yield from _read_parquet(spec, mapper, [path], ctx)
     mapper.check_mapped()
+
+
+def _warn_binary(path: Path, ctx: IngestContext) -> None:
+    if b"\0" in head_bytes(path, SNIFF_BYTES)[0]:
+        ctx.warn(f"{path.name}: NUL bytes in the first 8 KiB: is it a binary file?")
+
+
+def _read_shard(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
+    shard = ctx.shard
+    if shard.kind == "groups":
+        parts = folder_parts(path, spec) if path.is_dir() else [path]
+        yield from _read_parquet(spec, mapper, parts, ctx, in_folder=path.is_dir())
+        return
+    if shard.start == 0:
+        _warn_binary(path, ctx)
+    for ref, obj, _ in iter_line_range(path, shard.start, shard.end, shard.first, ctx):
+        yield obj if isinstance(obj, RecordError) else mapper(obj, ref)
 
 
 EMPTY = "empty_source: the file holds no records"
@@ -155,14 +181,21 @@ def _read_parquet(
             with open_regular(path) as f:
                 ref = f"file {path.name}" if in_folder else "file"
                 yield RecordError(ref, f.read(256), f"unreadable Parquet: {e}")
-    ctx.set_total(sum(pf.metadata.num_rows for _, pf in files))
-    row = 0
+    span = ctx.shard  # a piece: row groups [start, end) counted across the files
+    if span is None:
+        ctx.set_total(sum(pf.metadata.num_rows for _, pf in files))
+    row = 0 if span is None else span.first - 1
+    k = 0  # row groups before this file's
     for path, pf in files:
+        groups = range(pf.metadata.num_row_groups)
+        if span is not None:
+            groups = range(max(0, span.start - k), max(0, min(len(groups), span.end - k)))
+        k += pf.metadata.num_row_groups
         names = set(pf.schema_arrow.names)
         missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - names)
-        if missing:
+        if missing and (span is None or 0 in groups):
             ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
-        for g in range(pf.metadata.num_row_groups):
+        for g in groups:
             end = row + pf.metadata.row_group(g).num_rows
             try:
                 for batch in pf.iter_batches(batch_size=ctx.batch_size, row_groups=[g]):

@@ -1,0 +1,238 @@
+"""Pieces of a source that workers read on their own, and the sums of what they read.
+
+A big source is cut so that the executor (run.executor) can read its pieces at once: a plain
+UTF-8 JSON-lines file at line starts every `ingest.shard_bytes` bytes (the planning pass
+counts the newlines before each cut, so refs keep the file's own line numbers), a Parquet
+table (a file or a folder of parts) at row-group boundaries (rows numbered across them).
+Anything else (gzip, UTF-16, a JSON array, CSV with its quoted newlines, the other kinds) is
+one piece, read as before. `read_piece` is the pure per-piece step: a generator of item and
+error batches with the piece's counts; `Tally` sums them per source in the driver, which then
+checks what needs the whole source (a mapped field no record had, a file with no record).
+The stage writes the batches re-chunked to `ingest.batch_size` rows, so the output does not
+depend on where the cuts fall, nor on which executor read the pieces.
+"""
+
+from __future__ import annotations
+
+import codecs
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.config import SourceConfig
+from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
+from pipeline.ingest.mapping import UnmappedField
+from pipeline.ingest.opening import CHUNK, GZIP_MAGIC, open_regular
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A piece of one source: JSON lines `[start, end)` bytes, or Parquet row groups
+    `[start, end)` counted across the source's files; `first` numbers its first line/row."""
+
+    kind: str  # "lines" | "groups"
+    start: int
+    end: int
+    first: int
+    of: int  # the whole source's bytes (lines) or rows (groups): the progress bar's total
+
+
+def plan(spec: SourceConfig, path: Path, shard_bytes: int) -> list[Shard | None]:
+    """The pieces `path` is read in; [None] (the whole source, one reader) unless it is a
+    table big enough to cut."""
+    if spec.kind != "table":
+        return [None]
+    from pipeline.ingest import table  # (table imports this module's users)
+
+    try:
+        if path.is_dir():
+            return _groups(table.folder_parts(path, spec), shard_bytes)
+        fmt = table.file_format(spec, path)
+        if fmt == "parquet":
+            return _groups([path], shard_bytes)
+        if fmt in ("jsonl", "json"):
+            return _lines(path, shard_bytes)
+    except (SourceUnreadable, OSError, pa.ArrowException):
+        pass  # the reader meets it again and reports it, reading the source whole
+    return [None]
+
+
+def _groups(paths: list[Path], shard_bytes: int) -> list[Shard | None]:
+    sizes: list[int] = []
+    rows: list[int] = []
+    for p in paths:
+        md = pq.ParquetFile(p).metadata
+        for g in range(md.num_row_groups):
+            sizes.append(md.row_group(g).total_byte_size)
+            rows.append(md.row_group(g).num_rows)
+    out: list[Shard | None] = []
+    start, first, size = 0, 1, 0
+    for k, s in enumerate(sizes):
+        size += s
+        if size >= shard_bytes and k + 1 < len(sizes):
+            out.append(Shard("groups", start, k + 1, first, sum(rows)))
+            first += sum(rows[start : k + 1])
+            start, size = k + 1, 0
+    if not out:
+        return [None]
+    out.append(Shard("groups", start, len(sizes), first, sum(rows)))
+    return out
+
+
+def _lines(path: Path, shard_bytes: int) -> list[Shard | None]:
+    """Cuts right after the first newline at or past every `shard_bytes` bytes, each with
+    the number of its first line (1 + the newlines before it)."""
+    from pipeline.ingest.jsonio import detect_layout
+
+    with open_regular(path) as f:
+        head = f.read(4)
+        if head[:2] == GZIP_MAGIC or _foreign_bom(head) or detect_layout(path) != "lines":
+            return [None]
+        f.seek(0)
+        cuts, lines, at, target = [(0, 1)], 0, 0, shard_bytes
+        while chunk := f.read(CHUNK):
+            pos = max(0, target - at)
+            while pos < len(chunk) and (nl := chunk.find(b"\n", pos)) >= 0:
+                cut = at + nl + 1
+                cuts.append((cut, lines + chunk.count(b"\n", 0, nl + 1) + 1))
+                target = cut + shard_bytes
+                pos = target - at
+            lines += chunk.count(b"\n")
+            at += len(chunk)
+    cuts = [c for c in cuts if c[0] < at]  # no empty piece after a final newline
+    if len(cuts) < 2:
+        return [None]
+    ends = [c[0] for c in cuts[1:]] + [at]
+    return [Shard("lines", s, e, n, at) for (s, n), e in zip(cuts, ends, strict=True)]
+
+
+def _foreign_bom(head: bytes) -> bool:
+    """A BOM of UTF-16/32: the file is transcoded while read, so byte cuts do not apply."""
+    boms = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    return head.startswith(boms)
+
+
+# --- the per-piece step ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Params:
+    """What a worker needs besides the piece: the ingest config's limits."""
+
+    max_record_bytes: int
+    batch_size: int
+    bot_patterns: tuple[str, ...]
+
+
+READERS = {
+    "table": "pipeline.ingest.table",
+    "github": "pipeline.ingest.github",
+    "codereviewer": "pipeline.ingest.codereviewer",
+    "git": "pipeline.ingest.git",
+    "hf": "pipeline.ingest.hf",
+}
+COUNTERS = ("records", "items", "errors", "skipped")
+SUMS = ("reasons", "field_problems", "secrets")
+
+
+def read_piece(task: tuple[str, SourceConfig, Path, Shard | None], p: Params) -> Any:
+    """Yields ({"items.parquet": batch, "errors.parquet": batch}, {"advance", "total"}) every
+    `batch_size` records of one piece, then ({}, {"done": its counts, warnings and mapping
+    state}); a failure that stops the source is ({}, {"raise": [kind, message]})."""
+    name, spec, path, shard = task
+    live: dict[str, Any] = {"advance": 0, "total": None}
+    warnings: list[str] = []
+    fields: dict[str, Any] = {}
+
+    def advance(n: int) -> None:
+        live["advance"] += n
+
+    def seen(m: Any) -> None:
+        fields.update(objects=m.objects, unseen=dict(m.unseen), keys=list(m.keys_seen))
+
+    ctx = IngestContext(
+        max_record_bytes=p.max_record_bytes,
+        batch_size=p.batch_size,
+        bot_patterns=p.bot_patterns,
+        advance=advance,
+        set_total=lambda n: live.__setitem__("total", n),
+        warn=warnings.append,
+        shard=shard,
+        fields_seen=seen,
+    )
+    batcher = Batcher(name, ctx)
+
+    def flush() -> tuple[dict[str, Any], dict[str, Any]]:
+        outs = {"items.parquet": batcher.take_items(), "errors.parquet": batcher.take_errors()}
+        counts = dict(live)
+        live["advance"] = 0
+        return {k: v for k, v in outs.items() if v is not None}, counts
+
+    try:
+        for rec in importlib.import_module(READERS[spec.kind]).read(spec, path, ctx):
+            batcher.add(rec)
+            if batcher.pending >= p.batch_size:
+                yield flush()
+    except SourceUnreadable as e:
+        yield {}, {"raise": ["unreadable", str(e)]}
+        return
+    except UnmappedField as e:  # a config error found by reading
+        yield {}, {"raise": ["unmapped", str(e)]}
+        return
+    except ValueError as e:  # a bad option (unknown transform ...), before any record
+        yield {}, {"raise": ["option", str(e)]}
+        return
+    yield flush()
+    yield {}, {"done": tallied(batcher), "warnings": warnings, "fields": fields}
+
+
+def tallied(b: Batcher) -> dict[str, Any]:
+    """A Batcher's counts, for Tally.add."""
+    return {k: getattr(b, k) for k in (*COUNTERS, *SUMS, "problem_refs")}
+
+
+class Tally:
+    """A source's counts summed over its pieces, in piece order (Batcher's names)."""
+
+    def __init__(self) -> None:
+        self.records = self.items = self.errors = self.skipped = 0
+        self.reasons: dict[str, int] = {}
+        self.field_problems: dict[str, int] = {}
+        self.secrets: dict[str, int] = {}
+        self.problem_refs: dict[str, list[str]] = {}
+        self.warnings: list[str] = []
+        self.objects = 0
+        self.unseen: dict[str, str] | None = None  # mapped fields no piece has seen
+        self.keys: dict[str, None] = {}
+
+    def add(self, c: dict[str, Any]) -> None:
+        d = c["done"]
+        for k in COUNTERS:
+            setattr(self, k, getattr(self, k) + d[k])
+        for k in SUMS:
+            total = getattr(self, k)
+            for key, n in d[k].items():
+                total[key] = total.get(key, 0) + n
+        for key, refs in d["problem_refs"].items():
+            self.problem_refs[key] = (self.problem_refs.get(key, []) + refs)[:PROBLEM_REFS]
+        self.warnings += [w for w in c["warnings"] if w not in self.warnings]
+        f = c["fields"]
+        if f:
+            self.objects += f["objects"]
+            u = f["unseen"]
+            old = u if self.unseen is None else self.unseen
+            self.unseen = {k: v for k, v in old.items() if k in u}
+            if len(self.keys) < 64:
+                self.keys.update(dict.fromkeys(f["keys"][:64]))
+
+    def unmapped(self) -> UnmappedField | None:
+        """The mapped field that no record of any piece had (what Mapper.check_mapped says
+        for a source read whole)."""
+        if self.objects and self.unseen:
+            item, src = next(iter(self.unseen.items()))
+            return UnmappedField(item, src, list(self.keys))
+        return None
