@@ -51,4 +51,4 @@ def test_ray_missing_is_one_clear_line(monkeypatch, tmp_path):
     monkeypatch.setattr(builtins, "__import__", no_ray)
     cfg = Pipeline.from_config(SAMPLE).config
     with pytest.raises(EnvError, match=r"pip install 'editcurate\[ray\]'"):
-        ensure_ray(cfg)
+        ensure_ray(cfg.run)

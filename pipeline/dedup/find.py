@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,12 @@ def find(
     )
     claims = _claims(index, w, reps, query, d) if index is not None else None
 
-    cand = lsh.banded(
+    banded: Callable[..., lsh.Candidates] = lsh.banded
+    if run is not None and run.executor == "ray":  # the buckets by a hash shuffle on Ray Data
+        from pipeline.dedup import ray_bands
+
+        banded = partial(ray_bands.ray_banded, run=run)
+    cand = banded(
         query.keys,
         query.sigs,
         eligible,
@@ -201,8 +207,13 @@ def find(
         na, nb_ = np.concatenate([na, at]), np.concatenate([nb_, nrep + local.reshape(-1)])
         nj = np.concatenate([nj, claims.j[at]])
         order = np.concatenate([nrep + np.arange(len(inodes)), order])
-    keeper_rep, j_rep = C.stars(order, na, nb_, nj)
-    comp_rep = C.components(nrep + len(inodes), na, nb_)
+    if run is not None and run.executor == "ray" and len(na) > d.driver_edges:
+        from pipeline.dedup.ray_graph import ray_stars_components
+
+        keeper_rep, j_rep, comp_rep = ray_stars_components(order, na, nb_, nj, len(order))
+    else:
+        keeper_rep, j_rep = C.stars(order, na, nb_, nj)
+        comp_rep = C.components(nrep + len(inodes), na, nb_)
     kept_pairs_above = int(((keeper_rep[na] == na) & (keeper_rep[nb_] == nb_)).sum())
     release()
     removed, clusters, multi, comp_count, kept_rows = _frames(

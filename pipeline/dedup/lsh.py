@@ -345,16 +345,15 @@ def banded(
     threads: int = 2,
     scan_floor: float = 0.7,
     max_bucket: int = 20_000,
+    made: tuple[list[np.ndarray], list[tuple[int, Any, np.ndarray]]] | None = None,
 ) -> Candidates:
     """Candidate pairs among the items idx, one band at a time: `keys_of(b)` gives band b's
     keys of idx (in that order), `sigs_of(members)` the full signatures of a big bucket's
     (sorted) members. Only a band's keys and one big bucket's signatures per thread are
-    held, so neither must be in memory whole (store.py keeps them on disk)."""
+    held, so neither must be in memory whole (store.py keeps them on disk). `made`: pairs and
+    buckets over the cap made elsewhere (ray_bands.py): then keys_of is not called."""
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     min_equal = min_equal_slots(scan_floor, num_perm)
-
-    def pairs(key: np.ndarray) -> tuple:
-        return _band_pairs(key, idx, cap)
 
     def bucket(b: tuple[int, np.uint64, np.ndarray]) -> np.ndarray | None:
         return sigs_of(b[2]) if len(b[2]) <= max_bucket else None
@@ -370,14 +369,17 @@ def banded(
         return (lo << np.uint64(32)) | hi, compared
 
     with ThreadPoolExecutor(max(1, threads)) as ex:
-        parts = in_order(ex, keys_of, pairs, range(bands), threads)
-        big = [  # (band, key, members) of every bucket over the cap, in band order
-            (band, p[1][g], p[3][p[2][g] : p[2][g + 1]])
-            for band, p in enumerate(parts)
-            for g in range(len(p[1]))
-        ]
+        if made is None:
+            parts = in_order(ex, keys_of, lambda k: _band_pairs(k, idx, cap), range(bands), threads)
+            big = [  # (band, key, members) of every bucket over the cap, in band order
+                (band, p[1][g], p[3][p[2][g] : p[2][g + 1]])
+                for band, p in enumerate(parts)
+                for g in range(len(p[1]))
+            ]
+            made = [p[0] for p in parts], big
+        pair_parts, big = made
         scanned = in_order(ex, lambda b: (b, bucket(b)), lambda x: scan(*x), big, threads)
-    pair_parts = [p[0] for p in parts] + [s[0] for s in scanned]
+    pair_parts = pair_parts + [s[0] for s in scanned]
     raw = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.uint64)
     uniq = sorted_unique(raw)
     sample = np.full((len(big), nsample), -1, dtype=np.int64)

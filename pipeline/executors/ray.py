@@ -19,20 +19,20 @@ from pipeline.errors import EnvError
 from pipeline.executors import BatchFn, Result, TaskFn, as_table
 
 if TYPE_CHECKING:
-    from pipeline.config import Config
+    from pipeline.config import Config, RunConfig
 
 
-def ensure_ray(cfg: Config) -> Any:
+def ensure_ray(run: RunConfig) -> Any:
     """The ray module, initialised once (connecting to run.ray_address when given)."""
     try:
         import ray
     except ImportError:
         raise EnvError("run.executor = 'ray' needs Ray: pip install 'editcurate[ray]'") from None
     if not ray.is_initialized():
-        address = cfg.run.ray_address or None
+        address = run.ray_address or None
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if address is None:
-            kw["num_cpus"] = cfg.run.num_cpus
+            kw["num_cpus"] = run.num_cpus
         ray.init(address=address, **kw)
     return ray
 
@@ -80,7 +80,7 @@ def ray_batches(
 ) -> Iterator[Result]:
     """fn over `size`-row batches of src on Ray Data, yielded in input order (preserve_order):
     each worker returns its outputs as Arrow IPC bytes and its counts as JSON."""
-    ensure_ray(cfg)
+    ensure_ray(cfg.run)
     import ray.data as rd
 
     rd.DataContext.get_current().execution_options.preserve_order = True
@@ -107,7 +107,7 @@ def ray_batches(
 def ray_tasks(cfg: Config, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
     """What fn yields for each task, task after task: one task per Ray Data block, so
     they run on as many workers as there are CPUs, and come back in order (preserve_order)."""
-    ensure_ray(cfg)
+    ensure_ray(cfg.run)
     import ray.data as rd
 
     rd.DataContext.get_current().execution_options.preserve_order = True

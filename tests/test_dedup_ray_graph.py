@@ -1,0 +1,94 @@
+"""Components and ranked-keeper stars on Ray Data equal the driver's clusters.components/stars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import Pipeline
+from pipeline.dedup import clusters as C
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "editcurate.toml"
+
+
+def _graph(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """(order, a, b, j, n): chains, stars, dense blobs and isolated nodes under shuffled
+    labels, with parallel and reversed duplicate edges, self-loops and tied weights."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    label = rng.permutation(n)
+    a: list[int] = []
+    b: list[int] = []
+    at = 0
+    for size in (150, 70, 3, 2):  # chains: a long one needs several rounds
+        a += range(at, at + size - 1)
+        b += range(at + 1, at + size)
+        at += size
+    for size in (40, 9):  # stars around a middle node
+        a += [at + size // 2] * (size - 1)
+        b += [x for x in range(at, at + size) if x != at + size // 2]
+        at += size
+    for size in (60, 25):  # random blobs (maybe several components each)
+        m = size * 2
+        a += (at + rng.integers(0, size, m)).tolist()
+        b += (at + rng.integers(0, size, m)).tolist()
+        at += size
+    assert at < n - 100  # the rest: isolated nodes
+    k = rng.choice(len(a), 40)
+    a += [b[x] for x in k[:20]] + [a[x] for x in k[20:]]  # reversed, then same-way parallels
+    b += [a[x] for x in k[:20]] + [b[x] for x in k[20:]]
+    a += [at + 5, 3]  # self-loops: an otherwise isolated node, a chain node
+    b += [at + 5, 3]
+    e = rng.permutation(len(a))
+    aa, bb = label[np.array(a)[e]], label[np.array(b)[e]]
+    j = rng.choice([0.8, 0.85, 0.9, 1.0], len(aa))  # ties between parallel edges' weights
+    return rng.permutation(n).astype(np.int64), aa, bb, j, n
+
+
+def test_ray_stars_and_components_equal_the_driver_ones(ray_local):
+    from pipeline.dedup.ray_graph import ray_stars_components
+
+    for seed, chunk, group_edges in ((1, 97, 64), (2, 1 << 20, 1 << 22)):
+        order, a, b, j, n = _graph(seed)
+        comp = C.components(n, a, b)
+        assert len(np.unique(comp)) > 100 and np.bincount(comp).max() >= 150
+        keeper, jk, rcomp = ray_stars_components(order, a, b, j, n, chunk, group_edges)
+        want_keeper, want_j = C.stars(order, a, b, j)
+        assert rcomp.tolist() == comp.tolist()
+        assert keeper.tolist() == want_keeper.tolist()
+        assert jk.tolist() == want_j.tolist()
+
+
+def test_ray_graph_without_edges_or_with_self_loops_only(ray_local):
+    from pipeline.dedup.ray_graph import ray_stars_components
+
+    order = np.array([2, 0, 3, 1], dtype=np.int64)
+    none = np.empty(0, dtype=np.int64)
+    for a in (none, np.array([1, 1, 3])):
+        keeper, jk, comp = ray_stars_components(order, a, a, np.full(len(a), 0.9), 4)
+        assert keeper.tolist() == comp.tolist() == [0, 1, 2, 3] and jk.tolist() == [1.0] * 4
+
+
+def test_dedup_on_ray_past_driver_edges_writes_the_same_bytes(tmp_path, ray_local, monkeypatch):
+    from pipeline.dedup import ray_graph
+
+    calls: list[int] = []
+    real = ray_graph.ray_stars_components
+
+    def spy(order, a, *rest, **kw):
+        calls.append(len(a))
+        return real(order, a, *rest, **kw)
+
+    monkeypatch.setattr(ray_graph, "ray_stars_components", spy)
+    runs = {}
+    for executor in ("local", "ray"):
+        overrides = {"run.root": str(tmp_path), "run.name": executor, "run.executor": executor}
+        p = Pipeline.from_config(SAMPLE, overrides={**overrides, "dedup.driver_edges": 0})
+        runs[executor] = p.run(until="dedup").path / "dedup"
+    assert len(calls) == 1 and calls[0] > 0  # the ray run's graph went to Ray
+    files = sorted(f.relative_to(runs["local"]) for f in runs["local"].rglob("*.parquet"))
+    assert any(f.parts[0] == "clusters.parquet" for f in files)
+    for rel in files:
+        if (runs["local"] / rel).is_file():
+            assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
