@@ -233,17 +233,19 @@ def leakage_keys(d: Path, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.
     """id, key of one grouping the export manifest names: a column of the splits themselves,
     or a key column of another stage's Parquet (optionally one `scope`)."""
     if "column" in grouping:
-        return splits.select("id", pl.col(grouping["column"]).cast(pl.String).alias("key"))
+        return splits.select("id", pl.col(grouping["column"]).alias("key"))
     t = pl.scan_parquet(d / grouping["input"])  # only the columns used: 10M rows stay small
     if "scope" in grouping:
         t = t.filter(pl.col("scope") == grouping["scope"])
-    return t.select("id", pl.col(grouping["key"]).cast(pl.String).alias("key")).collect()
+    return t.select("id", pl.col(grouping["key"]).alias("key")).collect()
 
 
 def read_splits(d: Path, files: dict[str, str], extra: list[str]) -> pl.DataFrame:
     """id, split (+ extra columns) of every exported item."""
     parts = [
-        pl.read_parquet(d / f, columns=["id", *extra]).with_columns(split=pl.lit(name))
+        pl.read_parquet(d / f, columns=["id", *extra]).with_columns(
+            split=pl.lit(name, dtype=pl.Categorical)  # a code per row, not the name
+        )
         for name, f in files.items()
     ]
     return pl.concat(parts)

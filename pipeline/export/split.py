@@ -51,11 +51,12 @@ def component_col(clusters: pl.DataFrame) -> str:
 def groupings(
     items: pl.DataFrame, clusters: pl.DataFrame, shapes: pl.DataFrame, e: ExportConfig
 ) -> list[tuple[str, pl.DataFrame]]:
-    """(name, id/key frame) of every relation that must not cross a split."""
+    """(name, id/key frame) of every relation that must not cross a split (keys in their
+    own type: 10M integers cast to text would be a copy of every id's size)."""
     out = [("id", items.select("id", pl.col("id").alias("key")))]
     comp = component_col(clusters)
     out.append(
-        ("dedup component", clusters.select("id", pl.col(comp).cast(pl.String).alias("key")))
+        ("dedup component", clusters.select("id", pl.col(comp).alias("key")))
     )
     scopes = [e.scope] if e.scope not in ("none", EDIT_SCOPE) else []
     for scope in [*scopes, EDIT_SCOPE]:
@@ -63,7 +64,7 @@ def groupings(
         out.append(
             (
                 f"shape group ({scope})" if scope != EDIT_SCOPE else "normalised edit",
-                s.select("id", pl.col("group_id").cast(pl.String).alias("key")),
+                s.select("id", pl.col("group_id").alias("key")),
             )
         )
     if e.split_by == "repo":

@@ -71,7 +71,10 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     )
     assigned = assign_splits(items, clusters, shapes, e)
     cross = leakage(assigned, items, clusters, shapes, e)
-    split_of = assigned.select("id", "split", "export_group")
+    # split names as codes; the group frames are done with (10M rows each at scale)
+    split_of = assigned.select("id", pl.col("split").cast(pl.Categorical), "export_group")
+    n_groups, component = assigned["export_group"].n_unique(), component_col(clusters)
+    del assigned, clusters, shapes
     schema = read_schema(src).append(pa.field("export_group", pa.int64()))
     if e.format == "sft":
         schema = schema.append(pa.field("prompt", pa.string()))
@@ -87,7 +90,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                 counts[name] += outs[name].num_rows
     per_item = items.select("id", "source").join(split_of, on="id", how="left")
     counts["items_in"] = items.height
-    counts["groups"] = assigned["export_group"].n_unique()
+    counts["groups"] = n_groups
     for name in SPLITS:
         counts[f"groups_{name}"] = per_item.filter(pl.col("split") == name)[
             "export_group"
@@ -101,7 +104,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     extra = {
         "leakage": {
             "splits": {s: f"{s}.parquet" for s in SPLITS},
-            "groupings": manifest_groupings(e, component_col(clusters)),
+            "groupings": manifest_groupings(e, component),
         },
         "split_by": e.split_by,
         "split_rule": split_rule(e),
