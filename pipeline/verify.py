@@ -216,12 +216,19 @@ def _check_ids(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
 # ------------------------------------------------------------------------ export: leakage
 
 
+def ids_in_several_splits(splits: pl.DataFrame) -> int:
+    """How many ids have rows in two or more splits (the `id` grouping: cross_split_groups
+    assumes an id is in one split)."""
+    twice = splits.filter(pl.col("id").is_duplicated())  # usually none: a small frame
+    return int(twice.group_by("id").agg(pl.col("split").n_unique().alias("n"))["n"].gt(1).sum())
+
+
 def cross_split_groups(splits: pl.DataFrame, keys: pl.DataFrame) -> int:
     """How many groups have items in two or more splits.
 
     splits: id, split (one row per exported item); keys: id, key (an item's group).
     Checking every grouping on its own suffices: unions of groups each inside one split
-    are inside one split too.
+    are inside one split too, and an id in two splits is ids_in_several_splits' to find.
     """
     # a key held by one id cannot span splits: leave the (usually many) singletons out early
     j = splits.join(keys.unique().filter(pl.len().over("key") > 1), on="id", how="inner")
@@ -258,7 +265,10 @@ def _check_leakage(d: Path, leak: dict[str, Any], problems: list[str]) -> None:
     try:
         splits = read_splits(d, leak["splits"], cols)
         for g in groupings:
-            n = cross_split_groups(splits, leakage_keys(d, g, splits))
+            if g.get("column") == "id":
+                n = ids_in_several_splits(splits)
+            else:
+                n = cross_split_groups(splits, leakage_keys(d, g, splits))
             if n:
                 problems.append(f"{d.name}: {n} {g['name']} groups span two or more splits")
     except Exception as e:

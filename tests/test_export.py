@@ -235,6 +235,18 @@ def test_verify_fails_when_a_group_spans_splits(sample_run: Path, tmp_path) -> N
     assert any("shape group (repo) groups span two or more splits" in p for p in problems)
 
 
+def test_verify_fails_when_one_id_is_in_two_splits(sample_run: Path, tmp_path) -> None:
+    _cli("export", "--config", sample_run / "editcurate.toml", "--force")
+    run = tmp_path / "run"
+    shutil.copytree(sample_run / "runs" / "sample", run)
+    exp = run / "export"
+    train, test = (pl.read_parquet(exp / f"{s}.parquet") for s in ("train", "test"))
+    shutil.rmtree(exp / "test.parquet")  # an item of train copied into test as well
+    write_parquet(pl.concat([test, train[:1]]).to_arrow(), exp / "test.parquet" / part_name(0), {})
+    problems, _ = verify_run(run)
+    assert any("export: 1 id groups span two or more splits" in p for p in problems), problems
+
+
 def test_the_same_edit_in_two_files_or_two_repos_lands_in_one_split() -> None:
     """One commit made `attr()` -> `attr.ib()` in two test files, and another repository
     made the same edit with other numbers: wherever the seed deals them, one split."""

@@ -29,7 +29,7 @@ import polars as pl
 
 from pipeline.config import ExportConfig, iso_cutoff
 from pipeline.dedup import clusters as C
-from pipeline.verify import cross_split_groups
+from pipeline.verify import cross_split_groups, ids_in_several_splits
 
 SPLITS = ("train", "validation", "test")
 EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
@@ -55,9 +55,7 @@ def groupings(
     own type: 10M integers cast to text would be a copy of every id's size)."""
     out = [("id", items.select("id", pl.col("id").alias("key")))]
     comp = component_col(clusters)
-    out.append(
-        ("dedup component", clusters.select("id", pl.col(comp).alias("key")))
-    )
+    out.append(("dedup component", clusters.select("id", pl.col(comp).alias("key"))))
     scopes = [e.scope] if e.scope not in ("none", EDIT_SCOPE) else []
     for scope in [*scopes, EDIT_SCOPE]:
         s = shapes.filter(pl.col("scope") == scope)
@@ -167,7 +165,8 @@ def leakage(
     """Groups spanning two or more splits, per grouping (all zero when the export is sound)."""
     splits = items.select("id").join(assigned.select("id", "split"), on="id")
     return {
-        name: cross_split_groups(splits, k) for name, k in groupings(items, clusters, shapes, e)
+        name: ids_in_several_splits(splits) if name == "id" else cross_split_groups(splits, k)
+        for name, k in groupings(items, clusters, shapes, e)
     }
 
 
