@@ -251,7 +251,7 @@ def read_splits(d: Path, files: dict[str, str], extra: list[str]) -> pl.DataFram
     """id, split (+ extra columns) of every exported item."""
     parts = [
         pl.read_parquet(d / f, columns=["id", *extra]).with_columns(
-            split=pl.lit(name, dtype=pl.Categorical)  # a code per row, not the name
+            split=pl.lit(name, dtype=pl.Enum(list(files)))  # a code per row, not the name
         )
         for name, f in files.items()
     ]

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import Pipeline
+from pipeline.config import RunConfig
 from pipeline.dedup import clusters as C
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "editcurate.toml"
@@ -53,7 +54,7 @@ def test_ray_stars_and_components_equal_the_driver_ones(ray_local):
         order, a, b, j, n = _graph(seed)
         comp = C.components(n, a, b)
         assert len(np.unique(comp)) > 100 and np.bincount(comp).max() >= 150
-        keeper, jk, rcomp = ray_stars_components(order, a, b, j, n, chunk, group_edges)
+        keeper, jk, rcomp = ray_stars_components(order, a, b, j, n, RunConfig(), chunk, group_edges)
         want_keeper, want_j = C.stars(order, a, b, j)
         assert rcomp.tolist() == comp.tolist()
         assert keeper.tolist() == want_keeper.tolist()
@@ -66,7 +67,7 @@ def test_ray_graph_without_edges_or_with_self_loops_only(ray_local):
     order = np.array([2, 0, 3, 1], dtype=np.int64)
     none = np.empty(0, dtype=np.int64)
     for a in (none, np.array([1, 1, 3])):
-        keeper, jk, comp = ray_stars_components(order, a, a, np.full(len(a), 0.9), 4)
+        keeper, jk, comp = ray_stars_components(order, a, a, np.full(len(a), 0.9), 4, RunConfig())
         assert keeper.tolist() == comp.tolist() == [0, 1, 2, 3] and jk.tolist() == [1.0] * 4
 
 

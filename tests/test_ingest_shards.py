@@ -182,3 +182,47 @@ def test_the_ray_executor_reads_the_pieces_to_the_same_bytes(tmp_path, ray_local
     ray = ingest(tmp_path, src, "ray", 300, **{"run.executor": "ray"})
     assert outputs(ray) == outputs(local)
     assert conservation(ray) == conservation(local)
+
+
+def test_a_parquet_table_of_empty_row_groups_cut_or_whole_gives_no_record(tmp_path):
+    src = tmp_path / "empty.parquet"
+    schema = pa.schema([("old", pa.string()), ("new", pa.string())])
+    with pq.ParquetWriter(src, schema) as w:
+        for _ in range(3):  # row groups of 0 rows still have bytes in the footer
+            w.write_table(schema.empty_table())
+    assert len(shards.plan(SourceConfig(kind="table", path=str(src)), src, 1)) == 3
+    runs = {}
+    for name, size in (("whole", 1 << 30), ("cut", 1)):
+        with pytest.raises(DataError, match="the sources held no records"):
+            ingest(tmp_path, src, name, size, **{"ingest.sources.0.fields": {}})
+        runs[name] = tmp_path / "runs" / name / "ingest"
+    assert outputs(runs["cut"]) == outputs(runs["whole"])
+    assert conservation(runs["cut"]) == conservation(runs["whole"])
+
+
+def test_the_missing_column_warning_of_a_part_without_row_groups_survives_the_cuts(tmp_path):
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    t = pa.Table.from_pylist([row(k) for k in range(20)])
+    pq.write_table(t, folder / "p0.parquet", row_group_size=4)
+    pq.ParquetWriter(
+        folder / "p1.parquet", t.schema.remove(t.schema.get_field_index("msg"))
+    ).close()
+    pq.write_table(t, folder / "p2.parquet", row_group_size=4)
+    whole = conservation(ingest(tmp_path, folder, "whole", 1 << 30))
+    cut = conservation(ingest(tmp_path, folder, "cut", 100))
+    assert cut == whole
+    assert whole["sources"]["s"]["warnings"] == [
+        "p1.parquet: mapping names column(s) ['msg'] absent from the file"
+    ]
+
+
+def test_a_parquet_value_python_cannot_hold_costs_its_row_only(tmp_path):
+    src = tmp_path / "t.parquet"
+    when = pa.array([0, 300_000_000_000_000, 5], pa.timestamp("ms"))  # row 2: year ~11000
+    t = pa.Table.from_pylist([row(k) for k in range(3)]).append_column("when", when)
+    pq.write_table(t, src)
+    d = ingest(tmp_path, src, "t", 1 << 30, **{"ingest.sources.0.fields.created_at": "when"})
+    errs = pq.read_table(d / "errors.parquet").to_pylist()
+    assert [(e["source_ref"], e["reason"][:18]) for e in errs] == [("row 2", "unreadable value: ")]
+    assert pq.read_table(d / "items.parquet").num_rows == 2

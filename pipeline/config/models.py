@@ -173,8 +173,9 @@ class FilterConfig(Section):
 
 
 class DedupConfig(Section):
-    NOT_FINGERPRINTED = frozenset({"driver_edges"})
     """The dedup and tune stages (pipeline/dedup/)."""
+
+    NOT_FINGERPRINTED = frozenset({"driver_edges"})
 
     # exact shingle Jaccard at or above which two items are duplicates
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)

@@ -210,7 +210,7 @@ def find(
     if run is not None and run.executor == "ray" and len(na) > d.driver_edges:
         from pipeline.dedup.ray_graph import ray_stars_components
 
-        keeper_rep, j_rep, comp_rep = ray_stars_components(order, na, nb_, nj, len(order))
+        keeper_rep, j_rep, comp_rep = ray_stars_components(order, na, nb_, nj, len(order), run)
     else:
         keeper_rep, j_rep = C.stars(order, na, nb_, nj)
         comp_rep = C.components(nrep + len(inodes), na, nb_)

@@ -82,12 +82,12 @@ def bucket_pairs(block: pa.Table, cap: int) -> pa.Table:
 
 def _collect(t: pa.Table, pairs: list[np.ndarray], big: list[tuple[int, Any, np.ndarray]]) -> None:
     """A result batch of bucket_pairs into `pairs` and `big` (band, key, members)."""
-    for r in range(t.num_rows):
+    for r in range(t.num_rows):  # copies: a view would pin Ray's block in its object store
         band = int(t["band"][r].as_py())
-        pairs.append(t["pairs"][r].values.to_numpy())
-        keys = t["big_key"][r].values.to_numpy()
+        pairs.append(np.array(t["pairs"][r].values.to_numpy()))
+        keys = np.array(t["big_key"][r].values.to_numpy())
         offsets = t["big_offsets"][r].values.to_numpy()
-        members = t["big_members"][r].values.to_numpy()
+        members = np.array(t["big_members"][r].values.to_numpy())
         big.extend((band, keys[g], members[offsets[g] : offsets[g + 1]]) for g in range(len(keys)))
 
 

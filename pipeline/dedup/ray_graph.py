@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline.dedup import clusters as C
-from pipeline.errors import EnvError
+from pipeline.executors.ray import ensure_ray
+
+if TYPE_CHECKING:
+    from pipeline.config import RunConfig
 
 CHUNK = 1 << 20  # edges per Arrow table handed to Ray
 GROUP_EDGES = 1 << 20  # edge rows (each edge twice) per bucket of a round, about
@@ -149,27 +152,22 @@ def ray_stars_components(
     b: np.ndarray,
     j: np.ndarray,
     n: int,
+    run: RunConfig,
     chunk: int = CHUNK,
     group_edges: int = GROUP_EDGES,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(keeper, j_to_keeper, component) per node 0..n-1, computed on Ray Data: the same
-    arrays as (*clusters.stars(order, a, b, j), clusters.components(n, a, b)).
-
-    Ray must be initialised (the ray executor does it before the stage runs).
-    """
+    arrays as (*clusters.stars(order, a, b, j), clusters.components(n, a, b)); Ray is
+    started from `run` if it is not running."""
     keeper = np.arange(n, dtype=np.int64)
     jk = np.ones(n, dtype=np.float64)
     comp = np.arange(n, dtype=np.int64)
     if len(a) == 0:
         return keeper, jk, comp
-    try:
-        import ray
-        import ray.data as rd
-        from ray.data.context import ShuffleStrategy
-    except ImportError:
-        raise EnvError("run.executor = 'ray' needs Ray: pip install 'editcurate[ray]'") from None
-    if not ray.is_initialized():
-        raise EnvError("dedup on Ray: Ray is not initialised (run.executor = 'ray' starts it)")
+    ray = ensure_ray(run)
+    import ray.data as rd
+    from ray.data.context import ShuffleStrategy
+
     buckets = max(2, math.ceil(2 * len(a) / group_edges))
     a, b = a.astype(np.int64, copy=False), b.astype(np.int64, copy=False)
     j = j.astype(np.float64, copy=False)

@@ -54,7 +54,10 @@ def _pack(outs: dict[str, Any], counts: dict[str, Any], rows: int) -> pa.Table:
     return pa.table(
         {
             "__outs": [json.dumps(sorted(outs))],
-            "__ipc": [[_ipc(as_table(outs[n])) for n in sorted(outs)]],
+            # 64-bit offsets: a result's outputs may pass 2 GiB
+            "__ipc": pa.array(
+                [[_ipc(as_table(outs[n])) for n in sorted(outs)]], pa.list_(pa.large_binary())
+            ),
             "__counts": [json.dumps(_jsonable(counts))],
             "__rows": [rows],
         }

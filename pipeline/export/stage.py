@@ -72,7 +72,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     assigned = assign_splits(items, clusters, shapes, e)
     cross = leakage(assigned, items, clusters, shapes, e)
     # split names as codes; the group frames are done with (10M rows each at scale)
-    split_of = assigned.select("id", pl.col("split").cast(pl.Categorical), "export_group")
+    split_of = assigned.select("id", pl.col("split").cast(pl.Enum(list(SPLITS))), "export_group")
     n_groups, component = assigned["export_group"].n_unique(), component_col(clusters)
     del assigned, clusters, shapes
     schema = read_schema(src).append(pa.field("export_group", pa.int64()))

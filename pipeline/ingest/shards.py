@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import importlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ def _lines(path: Path, shard_bytes: int) -> list[Shard | None]:
     from pipeline.ingest.jsonio import detect_layout
 
     with open_regular(path) as f:
+        if os.fstat(f.fileno()).st_size <= shard_bytes:  # one piece: no need to count lines
+            return [None]
         head = f.read(4)
         if head[:2] == GZIP_MAGIC or _foreign_bom(head) or detect_layout(path) != "lines":
             return [None]

@@ -107,7 +107,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                 if whole and c["total"] is not None:
                     bar.update(task, total=c["total"])
                 bar.advance(task, c["advance"])
-            _whole_source(tally, spec, i, name, out, len(pieces))
+            _whole_source(tally, spec, i, name, out, pieces)
             bar.update(task, completed=bar.tasks[task].total or 0)
             per_source[name] = _source_counts(spec, tally, tally.warnings)
             per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings))
@@ -130,16 +130,23 @@ def _failure(what: list[str], spec: SourceConfig, i: int) -> IngestFailed:
 
 
 def _whole_source(
-    tally: shards.Tally, spec: SourceConfig, i: int, name: str, out: Writer, pieces: int
+    tally: shards.Tally,
+    spec: SourceConfig,
+    i: int,
+    name: str,
+    out: Writer,
+    pieces: list[shards.Shard | None],
 ) -> None:
     """What a source read in pieces is checked for as a whole: a mapped field no record had
-    (exit 2), no record at all (one skip, so the file is accounted for)."""
-    if pieces == 1:  # the reader checked both itself
+    (exit 2); a JSON file with no record (one skip, so the file is accounted for, as the
+    whole reader gives; a Parquet table of no rows has none)."""
+    first = pieces[0]
+    if first is None:  # read whole: the reader checked both itself
         return
     unmapped = tally.unmapped()
     if unmapped is not None:
         raise _failure(["unmapped", str(unmapped)], spec, i)
-    if tally.records == 0:
+    if tally.records == 0 and first.kind == "lines":
         b = Batcher(name, IngestContext())
         b.add(RecordError("file", "", EMPTY, "skip"))
         out.add({"errors.parquet": b.take_errors()}, {})

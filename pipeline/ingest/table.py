@@ -193,15 +193,18 @@ def _read_parquet(
         k += pf.metadata.num_row_groups
         names = set(pf.schema_arrow.names)
         missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - names)
-        if missing and (span is None or 0 in groups):
+        if missing and (span is None or span.start == 0):  # once, by the first piece
             ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
         for g in groups:
             end = row + pf.metadata.row_group(g).num_rows
             try:
                 for batch in pf.iter_batches(batch_size=ctx.batch_size, row_groups=[g]):
-                    for obj in batch.to_pylist():
+                    for obj in _rows(batch):
                         row += 1
-                        yield mapper(obj, f"row {row}")
+                        ref = f"row {row}"
+                        yield (
+                            RecordError(ref, "", obj) if isinstance(obj, str) else mapper(obj, ref)
+                        )
                     ctx.advance(batch.num_rows)
             except (pa.ArrowException, OSError) as e:
                 reason = f"unreadable Parquet: row group {g}: {str(e)[:200]}"
@@ -209,6 +212,22 @@ def _read_parquet(
                     yield RecordError(f"row {r}", "", reason)
                 ctx.advance(end - row)
             row = end
+
+
+def _rows(batch: pa.RecordBatch) -> list[dict | str]:
+    """The batch's rows as dicts; a row with a value Python cannot hold (a timestamp past
+    year 9999 ...) is the reason instead, and costs that row only."""
+    try:
+        return batch.to_pylist()
+    except (OverflowError, ValueError, pa.ArrowException):
+        pass
+    out: list[dict | str] = []
+    for k in range(batch.num_rows):
+        try:
+            out.append(batch.slice(k, 1).to_pylist()[0])
+        except (OverflowError, ValueError, pa.ArrowException) as e:
+            out.append(f"unreadable value: {str(e)[:200]}")
+    return out
 
 
 def _has_surrogates(s: str) -> bool:
