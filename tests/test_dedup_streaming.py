@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.config import DedupConfig
-from pipeline.dedup import find, scan, store, write
+from pipeline.dedup import find, pairs, scan, store, write
 from pipeline.dedup import index as ix
 from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import signatures
@@ -23,7 +23,7 @@ from tests.test_dedup_stage import OUTPUTS, corpus, make_run
 
 SMALL = {  # every loop over rows, pairs or bytes runs many times on a small corpus
     (scan, "SUB_BATCH"): 7,
-    (find, "VERIFY_CHUNK"): 5,
+    (pairs, "VERIFY_CHUNK"): 5,
     (ix, "VERIFY_CHUNK"): 3,
     (write, "READ_ROWS"): 11,
     (store, "GAP"): 0,

@@ -25,7 +25,7 @@ from pipeline.dedup import clusters as C
 from pipeline.dedup import lsh
 from pipeline.dedup.index import Index, Query, best, match_query
 from pipeline.dedup.lsh import p_candidate
-from pipeline.dedup.minhash import signatures
+from pipeline.dedup.pairs import verify
 from pipeline.dedup.scan import (
     content_hash,
     exact_groups,
@@ -37,8 +37,6 @@ from pipeline.dedup.scan import (
 from pipeline.dedup.store import Store, release
 
 __all__ = ["DedupResult", "find", "find_duplicates", "needed_columns", "scan_floor"]
-
-VERIFY_CHUNK = 1 << 15  # candidate pairs verified at once: their rows' sets read per chunk
 
 
 def scan_floor(d: DedupConfig) -> float:
@@ -99,25 +97,6 @@ def _claims(
     counts = {f"index_{k}": v for k, v in m.counts.items()}
     counts |= {"index_items": len(index), "index_keepers": len(np.unique(row[hit]))}
     return Claims(row, j, same, counts)
-
-
-def verify(
-    store: Store, rows: np.ndarray, a: np.ndarray, b: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(exact J, estimated J) of the pairs (a[k], b[k]) of items whose store rows are `rows`,
-    a chunk of pairs at a time: only that chunk's sets are read (signatures made from them)."""
-    exact = np.empty(len(a), dtype=np.float64)
-    est = np.empty(len(a), dtype=np.float64)
-    for s in range(0, len(a), VERIFY_CHUNK):
-        aa, bb = a[s : s + VERIFY_CHUNK], b[s : s + VERIFY_CHUNK]
-        u, inv = np.unique(np.concatenate([aa, bb]), return_inverse=True)
-        inv = inv.reshape(-1).astype(np.int64)
-        la, lb = inv[: len(aa)], inv[len(aa) :]
-        offsets, values = store.shingles(rows[u])
-        exact[s : s + len(aa)] = C.exact_jaccard(offsets, values, la, lb)
-        sig = signatures(offsets, values, *store.perm)
-        est[s : s + len(aa)] = C.est_jaccard(sig, la, lb)
-    return exact, est
 
 
 def find(
@@ -184,7 +163,7 @@ def find(
         scan_floor=scan_floor(d),
         max_bucket=d.max_bucket,
     )
-    exact_j, est_j = verify(store, rep_row, cand.a, cand.b)
+    exact_j, est_j = verify(store, rep_row, cand.a, cand.b, run)
     floor = min(d.edge_floor, d.threshold)
     keep_edge = exact_j >= floor
     near = exact_j >= d.threshold

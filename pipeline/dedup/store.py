@@ -99,6 +99,31 @@ def csr_take(
     return local, take_ranges(values, offsets[items], lens)
 
 
+class Sets:
+    """Read access to a sealed store's shingle sets (its file, offsets and permutations):
+    small enough to hand to a worker, which reads the file itself (the run folder is where
+    the executor's workers read the stage inputs too)."""
+
+    def __init__(self, path: Path, offsets: np.ndarray, perm: tuple[np.ndarray, np.ndarray]):
+        self.path, self.offsets, self.perm = path, offsets, perm
+
+    def shingles(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The shingle sets of `rows` (any order, repeats allowed) as CSR, in that order."""
+        u, inv = np.unique(np.asarray(rows, np.int64), return_inverse=True)
+        lo, hi = self.offsets[u], self.offsets[u + 1]
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            buf, at = read_spans(fd, 4 * lo, 4 * hi)
+        finally:
+            os.close(fd)
+        values = take_ranges(buf.view(np.uint32), at // 4, hi - lo)  # spans are whole words
+        offsets = np.zeros(len(u) + 1, np.int64)
+        np.cumsum(hi - lo, out=offsets[1:])
+        if np.array_equal(u, rows):  # already sorted and unique: no second copy
+            return offsets, values
+        return csr_take(offsets, values, inv.reshape(-1))
+
+
 class Store:
     """The working files of one dedup run, appended batch by batch, then read by row."""
 
@@ -136,21 +161,13 @@ class Store:
         """uint64[N]: band b's key of every row."""
         return np.fromfile(self.dir / f"band-{b:03d}.u64", dtype=np.uint64)
 
+    def sets(self) -> Sets:
+        """Read access to the sealed shingle sets, for this process or a worker."""
+        return Sets(self.dir / "shingles.u32", self.offsets, self.perm)
+
     def shingles(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shingle sets of `rows` (any order, repeats allowed) as CSR, in that order."""
-        u, inv = np.unique(np.asarray(rows, np.int64), return_inverse=True)
-        lo, hi = self.offsets[u], self.offsets[u + 1]
-        fd = os.open(self.dir / "shingles.u32", os.O_RDONLY)
-        try:
-            buf, at = read_spans(fd, 4 * lo, 4 * hi)
-        finally:
-            os.close(fd)
-        values = take_ranges(buf.view(np.uint32), at // 4, hi - lo)  # spans are whole words
-        offsets = np.zeros(len(u) + 1, np.int64)
-        np.cumsum(hi - lo, out=offsets[1:])
-        if np.array_equal(u, rows):  # already sorted and unique: no second copy
-            return offsets, values
-        return csr_take(offsets, values, inv.reshape(-1))
+        return self.sets().shingles(rows)
 
     def sig(self, rows: np.ndarray) -> np.ndarray:
         """uint32[len(rows), num_perm]: the signatures of `rows`, from their shingle sets."""

@@ -24,7 +24,7 @@ from pipeline.runs import StageFailed
 from pipeline.stage import Output, resolve
 
 if TYPE_CHECKING:
-    from pipeline.config import Config
+    from pipeline.config import Config, RunConfig
     from pipeline.runner import StageIO
     from pipeline.stage import Stage
 
@@ -82,14 +82,14 @@ def batches(
 TaskFn = Callable[[Any, Any], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
 
 
-def tasks(cfg: Config, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
+def tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
     """What fn yields for each task of `todo`, task after task, in order, on the configured
     executor: for work whose input is not a Parquet output (ingest's pieces of a source).
     On Ray each task runs on some worker, as many at once as it has CPUs."""
-    if cfg.run.executor == "ray":
+    if run.executor == "ray":
         from pipeline.executors.ray import ray_tasks
 
-        yield from ray_tasks(cfg, todo, fn, ctx)
+        yield from ray_tasks(run, todo, fn, ctx)
         return
     for task in todo:
         for outs, counts in fn(task, ctx):

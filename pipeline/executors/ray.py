@@ -107,10 +107,10 @@ def ray_batches(
     yield from _results(ds)
 
 
-def ray_tasks(cfg: Config, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
+def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
     """What fn yields for each task, task after task: one task per Ray Data block, so
     they run on as many workers as there are CPUs, and come back in order (preserve_order)."""
-    ensure_ray(cfg.run)
+    ensure_ray(run)
     import ray.data as rd
 
     rd.DataContext.get_current().execution_options.preserve_order = True

@@ -97,7 +97,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             task = bar.add_task(escape(f"ingest {name}"), total=None if first is None else first.of)
             tally = shards.Tally()
             todo = [(name, spec, path, piece) for piece in pieces]
-            for outs, c in tasks(cfg, todo, shards.read_piece, params):
+            for outs, c in tasks(cfg.run, todo, shards.read_piece, params):
                 if "raise" in c:
                     raise _failure(c["raise"], spec, i)
                 if "done" in c:
