@@ -136,6 +136,8 @@ def test_a_parquet_folder_in_pieces_of_row_groups_is_byte_identical(tmp_path):
         pq.write_table(t, folder / f"part-{f:05d}.parquet", row_group_size=5)
     pieces = shards.plan(SourceConfig(kind="table", path=str(folder)), folder, 200)
     assert len(pieces) > 3 and pieces[-1].of == 69
+    # a piece opens only the files that hold its row groups
+    assert [p.files for p in pieces][-1] == (2, 3) and all(p.files[0] <= 2 for p in pieces)
     whole = ingest(tmp_path, folder, "whole", 1 << 30)
     cut = ingest(tmp_path, folder, "cut", 200)
     assert outputs(cut) == outputs(whole)

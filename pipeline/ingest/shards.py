@@ -40,6 +40,8 @@ class Shard:
     end: int
     first: int
     of: int  # the whole source's bytes (lines) or rows (groups): the progress bar's total
+    files: tuple[int, int] = (0, 0)  # groups: the files [lo, hi) holding them, and
+    k0: int = 0  # the number (across files) of file lo's first row group
 
 
 def plan(spec: SourceConfig, path: Path, shard_bytes: int) -> list[Shard | None]:
@@ -65,22 +67,30 @@ def plan(spec: SourceConfig, path: Path, shard_bytes: int) -> list[Shard | None]
 def _groups(paths: list[Path], shard_bytes: int) -> list[Shard | None]:
     sizes: list[int] = []
     rows: list[int] = []
-    for p in paths:
+    file_of: list[int] = []  # the file of each row group
+    first_group: list[int] = []  # the number of each file's first row group
+    for i, p in enumerate(paths):
         md = pq.ParquetFile(p).metadata
+        first_group.append(len(sizes))
         for g in range(md.num_row_groups):
             sizes.append(md.row_group(g).total_byte_size)
             rows.append(md.row_group(g).num_rows)
-    out: list[Shard | None] = []
-    start, first, size = 0, 1, 0
-    for k, s in enumerate(sizes):
+            file_of.append(i)
+    cuts = [0]
+    size = 0
+    for k, s in enumerate(sizes[:-1]):
         size += s
-        if size >= shard_bytes and k + 1 < len(sizes):
-            out.append(Shard("groups", start, k + 1, first, sum(rows)))
-            first += sum(rows[start : k + 1])
-            start, size = k + 1, 0
-    if not out:
+        if size >= shard_bytes:
+            cuts.append(k + 1)
+            size = 0
+    if len(cuts) < 2:
         return [None]
-    out.append(Shard("groups", start, len(sizes), first, sum(rows)))
+    out: list[Shard | None] = []
+    first = 1
+    for start, end in zip(cuts, [*cuts[1:], len(sizes)], strict=True):
+        lo, hi = file_of[start], file_of[end - 1] + 1
+        out.append(Shard("groups", start, end, first, sum(rows), (lo, hi), first_group[lo]))
+        first += sum(rows[start:end])
     return out
 
 

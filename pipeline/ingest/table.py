@@ -96,9 +96,13 @@ def _warn_binary(path: Path, ctx: IngestContext) -> None:
 
 def _read_shard(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
     shard = ctx.shard
-    if shard.kind == "groups":
+    if shard.kind == "groups":  # only the files holding its row groups are opened
         parts = folder_parts(path, spec) if path.is_dir() else [path]
-        yield from _read_parquet(spec, mapper, parts, ctx, in_folder=path.is_dir())
+        if shard.start == 0:  # the first piece warns for every file, as a whole read does
+            for p in parts:
+                _warn_missing(spec, p, pq.read_schema(p).names, ctx)
+        lo, hi = shard.files
+        yield from _read_parquet(spec, mapper, parts[lo:hi], ctx, in_folder=path.is_dir())
         return
     if shard.start == 0:
         _warn_binary(path, ctx)
@@ -185,16 +189,14 @@ def _read_parquet(
     if span is None:
         ctx.set_total(sum(pf.metadata.num_rows for _, pf in files))
     row = 0 if span is None else span.first - 1
-    k = 0  # row groups before this file's
+    k = 0 if span is None else span.k0  # row groups before this file's
     for path, pf in files:
         groups = range(pf.metadata.num_row_groups)
         if span is not None:
             groups = range(max(0, span.start - k), max(0, min(len(groups), span.end - k)))
+        else:
+            _warn_missing(spec, path, pf.schema_arrow.names, ctx)
         k += pf.metadata.num_row_groups
-        names = set(pf.schema_arrow.names)
-        missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - names)
-        if missing and (span is None or span.start == 0):  # once, by the first piece
-            ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
         for g in groups:
             end = row + pf.metadata.row_group(g).num_rows
             try:
@@ -212,6 +214,12 @@ def _read_parquet(
                     yield RecordError(f"row {r}", "", reason)
                 ctx.advance(end - row)
             row = end
+
+
+def _warn_missing(spec: SourceConfig, path: Path, names: list[str], ctx: IngestContext) -> None:
+    missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - set(names))
+    if missing:
+        ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
 
 
 def _rows(batch: pa.RecordBatch) -> list[dict | str]:
