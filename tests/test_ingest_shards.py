@@ -228,3 +228,29 @@ def test_a_parquet_value_python_cannot_hold_costs_its_row_only(tmp_path):
     errs = pq.read_table(d / "errors.parquet").to_pylist()
     assert [(e["source_ref"], e["reason"][:18]) for e in errs] == [("row 2", "unreadable value: ")]
     assert pq.read_table(d / "items.parquet").num_rows == 2
+
+
+def test_a_read_error_in_one_piece_ends_the_file_there_as_a_whole_read_does(tmp_path, monkeypatch):
+    from pipeline.ingest import opening
+
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps(row(k)) + "\n" for k in range(60)))
+    bad_at = src.stat().st_size // 2
+    real = opening.CountingReader.readinto
+
+    def failing(self, b):
+        if self.f.tell() >= bad_at:
+            raise OSError(5, "Input/output error")
+        return real(self, b)
+
+    monkeypatch.setattr(opening.CountingReader, "readinto", failing)
+    with pytest.raises(DataError, match="accounted for"):  # the records not read are missed
+        ingest(tmp_path, src, "cut", 300)
+    d = tmp_path / "runs" / "cut" / "ingest"
+    errs = pq.read_table(d / "errors.parquet").to_pylist()
+    assert [e["reason"] for e in errs] == [
+        "unreadable input: [Errno 5] Input/output error; rest of file not read"
+    ]
+    last = int(errs[0]["source_ref"].split()[1])
+    refs = pq.read_table(d / "items.parquet")["source_ref"].to_pylist()
+    assert refs == [f"line {k}" for k in range(1, last)]  # nothing read after the error

@@ -12,7 +12,7 @@ driver.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +82,9 @@ def batches(
 TaskFn = Callable[[Any, Any], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
 
 
-def tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
+def tasks(
+    run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any
+) -> Generator[tuple[dict, dict], None, None]:
     """What fn yields for each task of `todo`, task after task, in order, on the configured
     executor: for work whose input is not a Parquet output (ingest's pieces of a source).
     On Ray each task runs on some worker, as many at once as it has CPUs."""

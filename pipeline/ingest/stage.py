@@ -13,7 +13,7 @@ outputs (items_out 0), and the CLI then exits 1: the data failed.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pipeline.runner import StageIO
 
 STAGE = "ingest"
+UNREADABLE = "unreadable input"  # a read error: jsonio stops the file there
 
 
 class IngestFailed(StageFailed):
@@ -97,11 +98,14 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             task = bar.add_task(escape(f"ingest {name}"), total=None if first is None else first.of)
             tally = shards.Tally()
             todo = [(name, spec, path, piece) for piece in pieces]
-            for outs, c in tasks(cfg.run, todo, shards.read_piece, params):
+            results = stack.enter_context(closing(tasks(cfg.run, todo, shards.read_piece, params)))
+            for outs, c in results:
                 if "raise" in c:
                     raise _failure(c["raise"], spec, i)
                 if "done" in c:
                     tally.add(c)
+                    if c["done"]["reasons"].get(UNREADABLE):  # as a whole read: the rest of
+                        break  # the file is not read (the later pieces' records are dropped)
                     continue
                 out.add(outs, {})
                 if whole and c["total"] is not None:
