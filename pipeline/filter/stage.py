@@ -64,9 +64,7 @@ def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
     return df.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(schema)
 
 
-def map_batch(
-    batch: pa.RecordBatch, rules: RuleSet
-) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+def map_batch(batch: pa.RecordBatch, rules: RuleSet) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     """One batch of items -> kept and rejected rows, and counts to be summed."""
     frame = cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches([batch])))
     res = apply_rules(frame, rules)
@@ -83,9 +81,7 @@ def map_batch(
     return {"kept.parquet": kept, "rejected.parquet": _arrow(res.rejected, REJECTED_SCHEMA)}, counts
 
 
-def finalize(
-    cfg: Config, t: dict[str, Any], io: StageIO
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def finalize(cfg: Config, t: dict[str, Any], io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     """The summed batch counts -> the manifest's counts and per-rule table."""
     rules = _load(cfg)
     rows = {n: num_rows(io.dir / n) for n in STAGE_FILES}
