@@ -26,10 +26,9 @@ def verify(
     a chunk of pairs at a time on the run's executor (locally in this process)."""
     exact = np.empty(len(a), dtype=np.float64)
     est = np.empty(len(a), dtype=np.float64)
-    step = VERIFY_CHUNK
-    todo = [(rows[a[s : s + step]], rows[b[s : s + step]]) for s in range(0, len(a), step)]
+    todo = [(s, min(s + VERIFY_CHUNK, len(a))) for s in range(0, len(a), VERIFY_CHUNK)]
     at = 0
-    for outs, _ in tasks(run or RunConfig(), todo, verify_chunk, store.sets()):
+    for outs, _ in tasks(run or RunConfig(), todo, verify_chunk, (store.sets(), rows, a, b)):
         j = outs["j"]
         exact[at : at + j.num_rows] = j["exact"].to_numpy()
         est[at : at + j.num_rows] = j["est"].to_numpy()
@@ -37,9 +36,12 @@ def verify(
     return exact, est
 
 
-def verify_chunk(pairs: tuple[np.ndarray, np.ndarray], sets: Sets) -> Any:
-    """One chunk of pairs (store rows): only their sets are read, signatures made from them."""
-    aa, bb = pairs
+def verify_chunk(
+    span: tuple[int, int], ctx: tuple[Sets, np.ndarray, np.ndarray, np.ndarray]
+) -> Any:
+    """Pairs [s, e): only their sets are read, signatures made from them."""
+    sets, rows, a, b = ctx
+    aa, bb = rows[a[span[0] : span[1]]], rows[b[span[0] : span[1]]]
     u, inv = np.unique(np.concatenate([aa, bb]), return_inverse=True)
     inv = inv.reshape(-1).astype(np.int64)
     la, lb = inv[: len(aa)], inv[len(aa) :]
