@@ -52,3 +52,18 @@ def test_ray_missing_is_one_clear_line(monkeypatch, tmp_path):
     cfg = Pipeline.from_config(SAMPLE).config
     with pytest.raises(EnvError, match=r"pip install 'editcurate\[ray\]'"):
         ensure_ray(cfg.run)
+
+
+def test_a_corpus_without_candidate_pairs_runs_on_ray_as_locally(tmp_path, ray_local):
+    """No pair to verify, no task: the executor is not asked for an empty dataset."""
+    paths = [SAMPLE.parent / "edits.jsonl", SAMPLE.parent / "refinement.jsonl"]
+    runs = {}
+    for executor in ("local", "ray"):
+        p = Pipeline.from_paths(
+            *paths, out=tmp_path / executor, overrides={"run.executor": executor}
+        )
+        runs[executor] = p.run(until="dedup").path
+    removed = runs["local"] / "dedup" / "manifest.json"
+    assert '"candidate_pairs": 0' in removed.read_text()
+    for rel in ("dedup/kept.parquet/part-00000.parquet", "dedup/edges.parquet/part-00000.parquet"):
+        assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
