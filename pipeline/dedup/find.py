@@ -12,7 +12,6 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -146,12 +145,12 @@ def find(
     )
     claims = _claims(index, w, reps, query, d) if index is not None else None
 
-    banded: Callable[..., lsh.Candidates] = lsh.banded
+    made = None
     if run is not None and run.executor == "ray":  # the buckets by a hash shuffle on Ray Data
         from pipeline.dedup import ray_bands
 
-        banded = partial(ray_bands.ray_banded, run=run)
-    cand = banded(
+        made = ray_bands.ray_buckets(query.keys, eligible, d.bands, d.bucket_cap, run=run)
+    cand = lsh.banded(
         query.keys,
         query.sigs,
         eligible,
@@ -162,6 +161,7 @@ def find(
         threads=nb.get_num_threads(),
         scan_floor=scan_floor(d),
         max_bucket=d.max_bucket,
+        made=made,
     )
     exact_j, est_j = verify(store, rep_row, cand.a, cand.b, run)
     floor = min(d.edge_floor, d.threshold)

@@ -10,9 +10,9 @@ members). That is what `groupby(["band", "key"]).map_groups` runs (the same hash
 repartition, whole partitions per block) minus its Python call per group: nearly every
 bucket holds one item, and a call per group cost 40 us on 2 CPUs (hours at 10M items x 32
 bands). The driver then resolves the big buckets as banded does (signature scan or skip,
-samples, counts: lsh.banded with `made=`). Partitions come back in any order, so the big
-buckets are sorted by (band, key) and the pairs deduplicated by sorting: the result equals
-banded's, field for field.
+samples, counts): ray_buckets gives lsh.banded its `made=`. Partitions come back in any
+order, so the big buckets are sorted by (band, key), and banded deduplicates the pairs by
+sorting: the result equals banded's alone, field for field.
 """
 
 from __future__ import annotations
@@ -91,68 +91,53 @@ def _collect(t: pa.Table, pairs: list[np.ndarray], big: list[tuple[int, Any, np.
         big.extend((band, keys[g], members[offsets[g] : offsets[g + 1]]) for g in range(len(keys)))
 
 
-def ray_banded(
+Made = tuple[list[np.ndarray], list[tuple[int, Any, np.ndarray]]]
+
+
+def ray_buckets(
     keys_of: Callable[[int], np.ndarray],
-    sigs_of: Callable[[np.ndarray], np.ndarray],
     idx: np.ndarray,
     bands: int,
-    rows: int,
     cap: int,
-    num_perm: int,
-    nsample: int = 5,
-    threads: int = 2,
-    scan_floor: float = 0.7,
-    max_bucket: int = 20_000,
     *,
     run: RunConfig,
     rows_at_once: int = ROWS_AT_ONCE,
-) -> lsh.Candidates:
-    """lsh.banded(...) with the buckets made on Ray Data (see the module docstring): the same
-    arguments and result; `run` says where to start Ray if it is not running."""
+) -> Made:
+    """The `made` of lsh.banded (pairs of the buckets within the cap, and the buckets over
+    it in band, key order), with the buckets made on Ray Data (see the module docstring);
+    `run` says where to start Ray if it is not running."""
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     if len(idx) and idx.max() >= 1 << 32:
         raise ValueError("LSH pairs hold item indices in 32 bits")
     pairs: list[np.ndarray] = []
     big: list[tuple[int, Any, np.ndarray]] = []
-    if len(idx):
-        ray = ensure_ray(run)
-        import ray.data as rd
+    if not len(idx):
+        return pairs, big
+    ray = ensure_ray(run)
+    import ray.data as rd
 
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        per_pass = max(1, rows_at_once // len(idx))
-        item = pa.array(idx.astype(np.uint32))
-        for b0 in range(0, bands, per_pass):
-            todo = range(b0, min(bands, b0 + per_pass))
-            refs = [ray.put(_band_table(b, keys_of(b), item)) for b in todo]
-            parts = max(cpus, -(-len(todo) * len(idx) // ROWS_PER_PARTITION))
-            ds = (
-                rd.from_arrow_refs(refs)
-                .repartition(parts, keys=KEYS)  # a hash shuffle: a bucket in one block
-                .map_batches(
-                    partial(bucket_pairs, cap=cap),
-                    batch_format="pyarrow",
-                    batch_size=None,  # a whole partition per call
-                    zero_copy_batch=True,
-                )
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    per_pass = max(1, rows_at_once // len(idx))
+    item = pa.array(idx.astype(np.uint32))
+    for b0 in range(0, bands, per_pass):
+        todo = range(b0, min(bands, b0 + per_pass))
+        refs = [ray.put(_band_table(b, keys_of(b), item)) for b in todo]
+        parts = max(cpus, -(-len(todo) * len(idx) // ROWS_PER_PARTITION))
+        ds = (
+            rd.from_arrow_refs(refs)
+            .repartition(parts, keys=KEYS)  # a hash shuffle: a bucket in one block
+            .map_batches(
+                partial(bucket_pairs, cap=cap),
+                batch_format="pyarrow",
+                batch_size=None,  # a whole partition per call
+                zero_copy_batch=True,
             )
-            for t in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-                _collect(t, pairs, big)
-            del refs, ds
-        big.sort(key=lambda b: (b[0], int(b[1])))  # banded's order: band, then key
-    return lsh.banded(
-        keys_of,
-        sigs_of,
-        idx,
-        bands,
-        rows,
-        cap,
-        num_perm,
-        nsample=nsample,
-        threads=threads,
-        scan_floor=scan_floor,
-        max_bucket=max_bucket,
-        made=(pairs, big),
-    )
+        )
+        for t in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+            _collect(t, pairs, big)
+        del refs, ds
+    big.sort(key=lambda b: (b[0], int(b[1])))  # banded's order: band, then key
+    return pairs, big
 
 
 def _band_table(band: int, keys: np.ndarray, item: pa.Array) -> pa.Table:
