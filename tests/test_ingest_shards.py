@@ -62,6 +62,17 @@ def ingest(tmp_path: Path, src: Path, name: str, shard_bytes: int, **over) -> Pa
     return p.run(only="ingest").path / "ingest"
 
 
+def failing_runs(tmp_path: Path, src: Path, cut: int, match: str) -> dict[str, Path]:
+    """The ingest folders of `src` read whole and in pieces of `cut` bytes, each run failing
+    the data check with `match` (no item) after writing its outputs."""
+    runs = {}
+    for name, size in (("whole", 1 << 30), ("cut", cut)):
+        with pytest.raises(DataError, match=match):
+            ingest(tmp_path, src, name, size, **{"ingest.sources.0.fields": {}})
+        runs[name] = tmp_path / "runs" / name / "ingest"
+    return runs
+
+
 def outputs(d: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*.parquet")) if p.is_file()
@@ -167,11 +178,7 @@ def test_a_mapped_field_in_only_one_piece_is_seen_and_one_in_none_is_exit_2(tmp_
 def test_a_big_file_of_blank_lines_is_one_skip_as_when_read_whole(tmp_path):
     src = tmp_path / "a.jsonl"
     src.write_bytes(b"\n  \n\r\n" * 100)
-    runs = {}
-    for name, size in (("whole", 1 << 30), ("cut", 50)):
-        with pytest.raises(DataError, match="every one of 1 records failed or was skipped"):
-            ingest(tmp_path, src, name, size, **{"ingest.sources.0.fields": {}})
-        runs[name] = tmp_path / "runs" / name / "ingest"
+    runs = failing_runs(tmp_path, src, 50, "every one of 1 records failed or was skipped")
     assert outputs(runs["cut"]) == outputs(runs["whole"])
     errs = pq.read_table(runs["cut"] / "errors.parquet").to_pylist()
     assert [(e["source_ref"], e["severity"]) for e in errs] == [("file", "skip")]
@@ -193,11 +200,7 @@ def test_a_parquet_table_of_empty_row_groups_cut_or_whole_gives_no_record(tmp_pa
         for _ in range(3):  # row groups of 0 rows still have bytes in the footer
             w.write_table(schema.empty_table())
     assert len(shards.plan(SourceConfig(kind="table", path=str(src)), src, 1)) == 3
-    runs = {}
-    for name, size in (("whole", 1 << 30), ("cut", 1)):
-        with pytest.raises(DataError, match="the sources held no records"):
-            ingest(tmp_path, src, name, size, **{"ingest.sources.0.fields": {}})
-        runs[name] = tmp_path / "runs" / name / "ingest"
+    runs = failing_runs(tmp_path, src, 1, "the sources held no records")
     assert outputs(runs["cut"]) == outputs(runs["whole"])
     assert conservation(runs["cut"]) == conservation(runs["whole"])
 

@@ -136,8 +136,7 @@ class IngestConfig(Section):
     sources: list[SourceConfig] = Field(default_factory=list)
     batch_size: int = Field(default=10_000, ge=1)
     max_record_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
-    # A JSON-lines file or Parquet table larger than this is read in pieces of about this
-    # many bytes, each by one worker (run.executor); the output does not depend on it.
+    # bigger JSON-lines files / Parquet tables are read in pieces this big (ingest/shards.py)
     shard_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     bot_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
 

@@ -37,6 +37,15 @@ def ensure_ray(run: RunConfig) -> Any:
     return ray
 
 
+def _data(run: RunConfig) -> Any:
+    """ray.data, Ray started, results kept in input order (preserve_order)."""
+    ensure_ray(run)
+    import ray.data as rd
+
+    rd.DataContext.get_current().execution_options.preserve_order = True
+    return rd
+
+
 def _ipc(t: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, t.schema) as w:
@@ -83,10 +92,7 @@ def ray_batches(
 ) -> Iterator[Result]:
     """fn over `size`-row batches of src on Ray Data, yielded in input order (preserve_order):
     each worker returns its outputs as Arrow IPC bytes and its counts as JSON."""
-    ensure_ray(cfg.run)
-    import ray.data as rd
-
-    rd.DataContext.get_current().execution_options.preserve_order = True
+    rd = _data(cfg.run)
 
     def udf(batch: pa.Table) -> pa.Table:
         outs, counts = fn(
@@ -110,10 +116,7 @@ def ray_batches(
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
     """What fn yields for each task, task after task: one task per Ray Data block, so
     they run on as many workers as there are CPUs, and come back in order (preserve_order)."""
-    ensure_ray(run)
-    import ray.data as rd
-
-    rd.DataContext.get_current().execution_options.preserve_order = True
+    rd = _data(run)
 
     def udf(batch: pa.Table) -> Iterator[pa.Table]:
         for k in batch["task"].to_pylist():

@@ -14,7 +14,6 @@ depend on where the cuts fall, nor on which executor read the pieces.
 
 from __future__ import annotations
 
-import codecs
 import importlib
 import os
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ import pyarrow.parquet as pq
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
-from pipeline.ingest.opening import CHUNK, GZIP_MAGIC, open_regular
+from pipeline.ingest.opening import BOMS, CHUNK, GZIP_MAGIC, open_regular
 
 
 @dataclass(frozen=True)
@@ -124,9 +123,8 @@ def _lines(path: Path, shard_bytes: int) -> list[Shard | None]:
 
 
 def _foreign_bom(head: bytes) -> bool:
-    """A BOM of UTF-16/32: the file is transcoded while read, so byte cuts do not apply."""
-    boms = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-    return head.startswith(boms)
+    """A BOM open_source transcodes (UTF-16/32): byte cuts do not apply to such a file."""
+    return any(head.startswith(bom) for bom, codec, _ in BOMS if codec)
 
 
 # --- the per-piece step ----------------------------------------------------------------
