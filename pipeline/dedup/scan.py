@@ -76,7 +76,7 @@ def scan_context(d: DedupConfig) -> tuple[DedupConfig, np.ndarray, np.ndarray]:
     return (d, *permutations(d.num_perm, d.seed))
 
 
-def scan_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def scan_batch(batch: pa.RecordBatch | pa.Table, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-item work of dedup on one input batch, a pure function any executor runs:
     `rows` (id, the keeper rank's values `_rank{k}`, `_blank`, `_h0`, `_h1`) and `sets` (each
     row's sorted shingle set and its band keys, made with its MinHash signature in one pass)."""
@@ -157,15 +157,8 @@ def scan(
     ctx = scan_context(d)
 
     def run(b: Any) -> tuple[dict[str, Any], int]:
-        if isinstance(b, pl.DataFrame):
-            b = b.to_arrow()
-        if isinstance(b, pa.Table):
-            b = (
-                b.combine_chunks().to_batches()[0]
-                if b.num_rows
-                else pa.RecordBatch.from_pylist([], schema=b.schema)
-            )
-        return scan_batch(b, ctx)[0], b.num_rows
+        t = b.to_arrow() if isinstance(b, pl.DataFrame) else b  # scan_batch reads any Arrow
+        return scan_batch(t, ctx)[0], t.num_rows
 
     return collect((run(b) for b in batches), d, store, advance)
 
