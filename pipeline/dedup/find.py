@@ -111,7 +111,7 @@ def find(
     With an `index` (earlier runs' kept items), a row whose exact group holds an indexed id,
     or whose representative is a verified near duplicate of an indexed item, is removed with
     that item as keeper (kinds *_indexed); indexed items rank before every row, so they are
-    never removed. With `run` (its executor "ray"), band grouping and, past
+    never removed. With `run` (its executor "ray"), band grouping, verification and, past
     d.driver_edges, components and stars run on Ray; the result is the same.
     """
     release()
