@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from pipeline.config import RunConfig
 from pipeline.dedup import lsh
-from pipeline.dedup.ray_bands import bucket_pairs, ray_buckets
+from pipeline.dedup.ray_bands import bucket_pairs, pair_arrays, ray_bucket_data
 
 NUM_PERM, BANDS, ROWS = 64, 16, 4
 CAP, MAX_BUCKET = 4, 30
@@ -37,7 +37,9 @@ def banded_both(sig: np.ndarray, idx: np.ndarray, **kw) -> tuple[lsh.Candidates,
     keys = lsh.band_keys(sig, idx, 0, BANDS, ROWS)
     args = (lambda b: keys[b], lambda m: sig[m], idx, BANDS, ROWS, CAP, NUM_PERM)
     opts = dict(nsample=3, max_bucket=MAX_BUCKET)
-    made = ray_buckets(args[0], idx, BANDS, CAP, run=RunConfig(), **kw)
+    pairs, big, n = ray_bucket_data(args[0], idx, BANDS, CAP, run=RunConfig(), **kw)
+    made = (pair_arrays(pairs), big)
+    assert n == sum(len(p) for p in made[0])
     return lsh.banded(*args, **opts), lsh.banded(*args, **opts, made=made)
 
 
@@ -56,7 +58,7 @@ def test_ray_data_buckets_are_the_local_ones(ray_local):
     t0 = time.perf_counter()
     # 8 bands per pass: 2 passes, so bands are fed a few at a time
     want, got = banded_both(sig, idx, rows_at_once=8 * len(idx))
-    print(f"ray_buckets + banded: {time.perf_counter() - t0:.1f} s")
+    print(f"ray_bucket_data + banded: {time.perf_counter() - t0:.1f} s")
     assert_same(want, got)
     # the corpus covers every kind of bucket
     assert want.raw_pairs > len(want.a) > 0

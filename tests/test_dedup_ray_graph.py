@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from pipeline import Pipeline
 from pipeline.config import RunConfig
 from pipeline.dedup import clusters as C
-
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "editcurate.toml"
 
 
 def _graph(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
@@ -69,27 +64,3 @@ def test_ray_graph_without_edges_or_with_self_loops_only(ray_local):
     for a in (none, np.array([1, 1, 3])):
         keeper, jk, comp = ray_stars_components(order, a, a, np.full(len(a), 0.9), 4, RunConfig())
         assert keeper.tolist() == comp.tolist() == [0, 1, 2, 3] and jk.tolist() == [1.0] * 4
-
-
-def test_dedup_on_ray_past_driver_edges_writes_the_same_bytes(tmp_path, ray_local, monkeypatch):
-    from pipeline.dedup import ray_graph
-
-    calls: list[int] = []
-    real = ray_graph.ray_stars_components
-
-    def spy(order, a, *rest, **kw):
-        calls.append(len(a))
-        return real(order, a, *rest, **kw)
-
-    monkeypatch.setattr(ray_graph, "ray_stars_components", spy)
-    runs = {}
-    for executor in ("local", "ray"):
-        overrides = {"run.root": str(tmp_path), "run.name": executor, "run.executor": executor}
-        p = Pipeline.from_config(SAMPLE, overrides={**overrides, "dedup.driver_edges": 0})
-        runs[executor] = p.run(until="dedup").path / "dedup"
-    assert len(calls) == 1 and calls[0] > 0  # the ray run's graph went to Ray
-    files = sorted(f.relative_to(runs["local"]) for f in runs["local"].rglob("*.parquet"))
-    assert any(f.parts[0] == "clusters.parquet" for f in files)
-    for rel in files:
-        if (runs["local"] / rel).is_file():
-            assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel

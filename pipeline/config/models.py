@@ -199,8 +199,8 @@ class DedupConfig(Section):
     # created_at (nulls last), human, id.
     keeper: list[str] = Field(default_factory=lambda: ["-comment_len", "created_at", "id"])
     batch_size: int = Field(default=100_000, ge=1)  # items shingled and MinHashed per batch
-    # run.executor = "ray": past this many verified edges at or above the threshold, their
-    # connected components and stars are found on Ray (not in the driver); the same result
+    # run.executor = "ray": past this many candidate pairs from the bands, the pairs stay on
+    # Ray through verification and clustering (the driver holds none); the same result
     driver_edges: int = Field(default=50_000_000, ge=0)
     # Earlier run folders (relative to the config's folder) whose dedup index (dedup/index/)
     # new items are matched against: a duplicate of an indexed item is removed, with it as

@@ -10,21 +10,24 @@ rows it needs. `find_duplicates` is the same over an in-memory frame (tests, ben
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numba as nb
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from pipeline.config import DedupConfig, RunConfig
 from pipeline.dedup import clusters as C
 from pipeline.dedup import lsh
 from pipeline.dedup.index import Index, Query, best, match_query
 from pipeline.dedup.lsh import p_candidate
-from pipeline.dedup.pairs import verify
+from pipeline.dedup.pairs import EDGE_SCHEMA, verify
+from pipeline.dedup.ray_pairs import Graph
 from pipeline.dedup.scan import (
     content_hash,
     exact_groups,
@@ -48,13 +51,17 @@ class DedupResult:
     kept_rows: np.ndarray  # input row numbers of kept items, in output order
     removed: pl.DataFrame  # _row, keeper_id, j, kind (output order)
     clusters: pl.DataFrame  # CLUSTER_SCHEMA
-    edges: pl.DataFrame  # EDGE_SCHEMA
+    edges: pl.DataFrame | Iterator[pa.Table]  # EDGE_SCHEMA (find: a stream, read once)
     oversized: pl.DataFrame  # OVERSIZED_SCHEMA
     counts: dict[str, Any]
     # find_duplicates only (the stage reads them from its working files): the kept rows'
     # signatures, in output order, and their shingle set sizes
     kept_sig: np.ndarray = field(default_factory=lambda: np.empty((0, 0), np.uint32))
     kept_shingles: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+
+    def edge_tables(self) -> Iterator[pa.Table]:
+        """The edges as tables: from Ray a block at a time (once), else the whole frame."""
+        return iter([self.edges.to_arrow()]) if isinstance(self.edges, pl.DataFrame) else self.edges
 
 
 @dataclass
@@ -111,8 +118,9 @@ def find(
     With an `index` (earlier runs' kept items), a row whose exact group holds an indexed id,
     or whose representative is a verified near duplicate of an indexed item, is removed with
     that item as keeper (kinds *_indexed); indexed items rank before every row, so they are
-    never removed. With `run` (its executor "ray"), band grouping, verification and, past
-    d.driver_edges, components and stars run on Ray; the result is the same.
+    never removed. With `run` (its executor "ray"), band grouping and verification run on
+    Ray, and past d.driver_edges candidate pairs the pairs never come here: verification,
+    components and stars run where they lie (ray_pairs.py); the result is the same.
     """
     release()
     n = w.height
@@ -145,12 +153,8 @@ def find(
     )
     claims = _claims(index, w, reps, query, d) if index is not None else None
 
-    made = None
-    if run is not None and run.executor == "ray":  # the buckets by a hash shuffle on Ray Data
-        from pipeline.dedup import ray_bands
-
-        made = ray_bands.ray_buckets(query.keys, eligible, d.bands, d.bucket_cap, run=run)
-    cand = lsh.banded(
+    band = partial(
+        lsh.banded,
         query.keys,
         query.sigs,
         eligible,
@@ -161,39 +165,28 @@ def find(
         threads=nb.get_num_threads(),
         scan_floor=scan_floor(d),
         max_bucket=d.max_bucket,
-        made=made,
     )
-    exact_j, est_j = verify(store, rep_row, cand.a, cand.b, run)
-    floor = min(d.edge_floor, d.threshold)
-    keep_edge = exact_j >= floor
-    near = exact_j >= d.threshold
-    rep_ids = reps["id"]
-    edges = pl.DataFrame(
-        {
-            "a": rep_ids.gather(cand.a[keep_edge]),
-            "b": rep_ids.gather(cand.b[keep_edge]),
-            "est_j": est_j[keep_edge],
-            "exact_j": exact_j[keep_edge],
-        },
-        schema={"a": pl.String, "b": pl.String, "est_j": pl.Float64, "exact_j": pl.Float64},
-    )
-    na, nb_, nj = cand.a[near], cand.b[near], exact_j[near]
+    on_ray = None
+    if run is not None and run.executor == "ray":  # the buckets by a hash shuffle on Ray Data
+        from pipeline.dedup import ray_pairs
+
+        cand, on_ray = ray_pairs.candidates(band, query.keys, eligible, d, run)
+    else:
+        cand = band()
     order = rank_order(reps, d).astype(np.int64)
     inodes = np.empty(0, np.int64)  # index rows that claim a representative: nodes nrep+k
+    extra = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if claims is not None:  # ranked first, each joined only to the representatives it claims
         at = np.flatnonzero(claims.row >= 0)
         inodes, local = np.unique(claims.row[at], return_inverse=True)
-        na, nb_ = np.concatenate([na, at]), np.concatenate([nb_, nrep + local.reshape(-1)])
-        nj = np.concatenate([nj, claims.j[at]])
+        extra = (at.astype(np.int64), nrep + local.reshape(-1).astype(np.int64), claims.j[at])
         order = np.concatenate([nrep + np.arange(len(inodes)), order])
-    if run is not None and run.executor == "ray" and len(na) > d.driver_edges:
-        from pipeline.dedup.ray_graph import ray_stars_components
-
-        keeper_rep, j_rep, comp_rep = ray_stars_components(order, na, nb_, nj, len(order), run)
+    rep_ids = reps["id"]
+    if on_ray is not None:  # past d.driver_edges pairs: verified and clustered on Ray
+        g = ray_pairs.graph(on_ray, store.sets(), rep_row, d, order, extra, rep_ids)
     else:
-        keeper_rep, j_rep = C.stars(order, na, nb_, nj)
-        comp_rep = C.components(nrep + len(inodes), na, nb_)
-    kept_pairs_above = int(((keeper_rep[na] == na) & (keeper_rep[nb_] == nb_)).sum())
+        g = _graph(store, rep_row, cand, d, order, extra, rep_ids, run)
+    keeper_rep, j_rep, comp_rep = g.keeper, g.j, g.comp
     release()
     removed, clusters, multi, comp_count, kept_rows = _frames(
         w, reps, claims, index, inodes, (keeper_rep, j_rep, comp_rep), d
@@ -232,11 +225,8 @@ def find(
         "no_shingles": int(nrep - len(eligible)),
         "clusters": int(multi.filter(pl.col("_size") > 1)["cluster_id"].n_unique()),
         "components": comp_count,
-        "kept_pairs_above_threshold": kept_pairs_above,
-        "candidate_pairs": int(len(cand.a)),
+        **g.counts,
         "band_pairs": int(cand.raw_pairs),
-        "edges": edges.height,
-        "near_edges": int(near.sum()),
         "oversized_buckets": oversized.height,
         "oversized_items": int(oversized["size"].sum()) if oversized.height else 0,
         "oversized_pairs_compared": int(cand.big_compared.sum()),
@@ -248,7 +238,42 @@ def find(
         for k in ("same_id", "same_content", "near"):
             counts[f"removed_{k}_indexed"] = int(by_kind.get(f"{k}_indexed", 0))
         counts |= claims.counts
-    return DedupResult(kept_rows, removed, clusters, edges, oversized, counts)
+    return DedupResult(kept_rows, removed, clusters, g.edges, oversized, counts)
+
+
+def _graph(
+    store: Store,
+    rows: np.ndarray,
+    cand: lsh.Candidates,
+    d: DedupConfig,
+    order: np.ndarray,
+    extra: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rep_ids: pl.Series,
+    run: RunConfig | None,
+) -> Graph:
+    """ray_pairs.graph on the driver: the candidates verified (on the run's executor),
+    stars and components of those at or above the threshold and of `extra`."""
+    exact_j, est_j = verify(store, rows, cand.a, cand.b, run)
+    keep_edge = exact_j >= min(d.edge_floor, d.threshold)
+    edges = pa.table(
+        {
+            "a": rep_ids.gather(cand.a[keep_edge]).to_arrow(),
+            "b": rep_ids.gather(cand.b[keep_edge]).to_arrow(),
+            "est_j": est_j[keep_edge],
+            "exact_j": exact_j[keep_edge],
+        }
+    )
+    near = exact_j >= d.threshold
+    na, nb_ = np.concatenate([cand.a[near], extra[0]]), np.concatenate([cand.b[near], extra[1]])
+    nj = np.concatenate([exact_j[near], extra[2]])
+    keeper, jk = C.stars(order, na, nb_, nj)
+    counts = {
+        "candidate_pairs": len(cand.a),
+        "edges": edges.num_rows,
+        "near_edges": int(near.sum()),
+        "kept_pairs_above_threshold": int(((keeper[na] == na) & (keeper[nb_] == nb_)).sum()),
+    }
+    return Graph(keeper, jk, C.components(len(order), na, nb_), counts, iter([edges]))
 
 
 def _frames(
@@ -366,4 +391,5 @@ def find_duplicates(
         res = find(exact_groups(keys, d, lambda rows: ties[rows]), store, d, index)
         res.kept_sig = store.sig(res.kept_rows)
         res.kept_shingles = store.counts()[res.kept_rows]
+        res.edges = pl.DataFrame(pa.concat_tables(res.edge_tables()).cast(EDGE_SCHEMA))
     return res

@@ -116,10 +116,7 @@ def _band_pairs(key, idx, cap):
     """
     sk, order = sorted_keys(key)
     n = sk.shape[0]
-    npairs = 0
-    nbig = 0
-    nmembers = 0
-    s = 0
+    npairs = nbig = nmembers = s = 0
     while s < n:
         e = s + 1
         while e < n and sk[e] == sk[s]:
@@ -135,9 +132,7 @@ def _band_pairs(key, idx, cap):
     big_key = np.empty(nbig, dtype=np.uint64)
     big_offsets = np.zeros(nbig + 1, dtype=np.int64)
     big_members = np.empty(nmembers, dtype=np.int64)
-    w = 0
-    g = 0
-    s = 0
+    w = g = s = 0
     while s < n:
         e = s + 1
         while e < n and sk[e] == sk[s]:
@@ -346,12 +341,14 @@ def banded(
     scan_floor: float = 0.7,
     max_bucket: int = 20_000,
     made: tuple[list[np.ndarray], list[tuple[int, Any, np.ndarray]]] | None = None,
+    sink: Callable[[np.ndarray], None] | None = None,
 ) -> Candidates:
     """Candidate pairs among the items idx, one band at a time: `keys_of(b)` gives band b's
     keys of idx (in that order), `sigs_of(members)` the full signatures of a big bucket's
     (sorted) members. Only a band's keys and one big bucket's signatures per thread are
     held, so neither must be in memory whole (store.py keeps them on disk). `made`: pairs and
-    buckets over the cap made elsewhere (ray_bands.py): then keys_of is not called."""
+    buckets over the cap made elsewhere (ray_bands.py): then keys_of is not called. `sink`:
+    each big bucket's pairs go to it (from pool threads), not to `a`, `b` and raw_pairs."""
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     min_equal = min_equal_slots(scan_floor, num_perm)
 
@@ -361,12 +358,15 @@ def banded(
     def scan(b: tuple[int, np.uint64, np.ndarray], sig: np.ndarray | None) -> tuple:
         band, _, members = b
         if sig is None:  # over max_bucket: skipped
-            return np.empty(0, np.uint64), 0
+            return np.empty(0, np.uint64), 0, 0
         local = np.arange(len(members), dtype=np.int64)  # members are sorted: order kept
         found, compared = scan_bucket(sig, local, band, rows, min_equal)
         lo = members[(found >> np.uint64(32)).astype(np.int64)].astype(np.uint64)
         hi = members[(found & np.uint64(0xFFFFFFFF)).astype(np.int64)].astype(np.uint64)
-        return (lo << np.uint64(32)) | hi, compared
+        pairs = (lo << np.uint64(32)) | hi
+        if sink is not None:
+            sink(pairs)
+        return (pairs if sink is None else pairs[:0]), compared, len(pairs)
 
     with ThreadPoolExecutor(max(1, threads)) as ex:
         if made is None:
@@ -394,6 +394,6 @@ def banded(
         big_size=np.array([len(m) for _, _, m in big], dtype=np.int64),
         big_sample=sample,
         big_scanned=np.array([len(m) <= max_bucket for _, _, m in big], dtype=bool),
-        big_compared=np.array([c for _, c in scanned], dtype=np.int64),
-        big_found=np.array([len(p) for p, _ in scanned], dtype=np.int64),
+        big_compared=np.array([c for _, c, _ in scanned], dtype=np.int64),
+        big_found=np.array([f for _, _, f in scanned], dtype=np.int64),
     )

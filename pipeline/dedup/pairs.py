@@ -16,6 +16,9 @@ from pipeline.dedup.minhash import signatures
 from pipeline.dedup.store import Sets, Store
 from pipeline.executors import tasks
 
+EDGE_SCHEMA = pa.schema(  # edges.parquet: the verified pairs at or above edge_floor
+    [("a", pa.string()), ("b", pa.string()), ("est_j", pa.float64()), ("exact_j", pa.float64())]
+)
 VERIFY_CHUNK = 1 << 15  # candidate pairs verified at once: their rows' sets read per chunk
 
 
@@ -39,13 +42,21 @@ def verify(
 def verify_chunk(
     span: tuple[int, int], ctx: tuple[Sets, np.ndarray, np.ndarray, np.ndarray]
 ) -> Any:
-    """Pairs [s, e): only their sets are read, signatures made from them."""
+    """Pairs [s, e): their exact and estimated J."""
     sets, rows, a, b = ctx
-    aa, bb = rows[a[span[0] : span[1]]], rows[b[span[0] : span[1]]]
+    exact, est = jaccards(sets, rows, a[span[0] : span[1]], b[span[0] : span[1]])
+    yield {"j": pa.table({"exact": exact, "est": est})}, {}
+
+
+def jaccards(
+    sets: Sets, rows: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(exact J, estimated J) of the pairs (a[k], b[k]) (one chunk): only their sets are
+    read, signatures made from them."""
+    aa, bb = rows[a], rows[b]
     u, inv = np.unique(np.concatenate([aa, bb]), return_inverse=True)
     inv = inv.reshape(-1).astype(np.int64)
     la, lb = inv[: len(aa)], inv[len(aa) :]
     offsets, values = sets.shingles(u)
     sig = signatures(offsets, values, *sets.perm)
-    j = {"exact": C.exact_jaccard(offsets, values, la, lb), "est": C.est_jaccard(sig, la, lb)}
-    yield {"j": pa.table(j)}, {}
+    return C.exact_jaccard(offsets, values, la, lb), C.est_jaccard(sig, la, lb)

@@ -9,10 +9,11 @@ lands whole in one partition, and each partition's buckets are expanded by lsh's
 members). That is what `groupby(["band", "key"]).map_groups` runs (the same hash
 repartition, whole partitions per block) minus its Python call per group: nearly every
 bucket holds one item, and a call per group cost 40 us on 2 CPUs (hours at 10M items x 32
-bands). The driver then resolves the big buckets as banded does (signature scan or skip,
-samples, counts): ray_buckets gives lsh.banded its `made=`. Partitions come back in any
-order, so the big buckets are sorted by (band, key), and banded deduplicates the pairs by
-sorting: the result equals banded's alone, field for field.
+bands). The pairs stay in Ray's object store (ray_bucket_data; ray_pairs.py takes them on)
+or come to the driver (pair_arrays); the big buckets come to the driver, which resolves them
+as banded does (signature scan or skip, samples, counts) given them as `made=`. Partitions
+come back in any order, so the big buckets are sorted by (band, key), and banded
+deduplicates the pairs by sorting: the result equals banded's alone, field for field.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.dedup import lsh
 from pipeline.executors.ray import ensure_ray
@@ -37,6 +39,7 @@ KEYS = ["band", "key"]
 OUT_SCHEMA = pa.schema(
     [
         ("band", pa.int32()),
+        ("n", pa.int64()),  # pairs:
         ("pairs", pa.large_list(pa.uint64())),  # lo << 32 | hi, of buckets within the cap
         ("big_key", pa.large_list(pa.uint64())),  # buckets over the cap: key,
         ("big_offsets", pa.large_list(pa.int64())),  # where its members start,
@@ -71,6 +74,7 @@ def bucket_pairs(block: pa.Table, cap: int) -> pa.Table:
     return pa.Table.from_arrays(
         [
             pa.array(band[cuts[:-1]], type=pa.int32()),
+            pa.array([len(o[0]) for o in outs], type=pa.int64()),
             _lists([o[0] for o in outs], pa.uint64()),
             _lists([o[1] for o in outs], pa.uint64()),
             _lists([o[2] for o in outs], pa.int64()),
@@ -80,21 +84,26 @@ def bucket_pairs(block: pa.Table, cap: int) -> pa.Table:
     )
 
 
-def _collect(t: pa.Table, pairs: list[np.ndarray], big: list[tuple[int, Any, np.ndarray]]) -> None:
-    """A result batch of bucket_pairs into `pairs` and `big` (band, key, members)."""
+def _collect(t: pa.Table, big: list[tuple[int, Any, np.ndarray]]) -> None:
+    """The buckets over the cap of a result batch of bucket_pairs into `big` (band, key,
+    members)."""
     for r in range(t.num_rows):  # copies: a view would pin Ray's block in its object store
         band = int(t["band"][r].as_py())
-        pairs.append(np.array(t["pairs"][r].values.to_numpy()))
         keys = np.array(t["big_key"][r].values.to_numpy())
         offsets = t["big_offsets"][r].values.to_numpy()
         members = np.array(t["big_members"][r].values.to_numpy())
         big.extend((band, keys[g], members[offsets[g] : offsets[g + 1]]) for g in range(len(keys)))
 
 
-Made = tuple[list[np.ndarray], list[tuple[int, Any, np.ndarray]]]
+def _flat(t: pa.Table) -> pa.Table:
+    """A result batch's pairs as rows of one uint64 column `p`."""
+    return pa.table({"p": pc.list_flatten(t["pairs"])})
 
 
-def ray_buckets(
+Big = list[tuple[int, Any, np.ndarray]]
+
+
+def ray_bucket_data(
     keys_of: Callable[[int], np.ndarray],
     idx: np.ndarray,
     bands: int,
@@ -102,28 +111,29 @@ def ray_buckets(
     *,
     run: RunConfig,
     rows_at_once: int = ROWS_AT_ONCE,
-) -> Made:
-    """The `made` of lsh.banded (pairs of the buckets within the cap, and the buckets over
-    it in band, key order), with the buckets made on Ray Data (see the module docstring);
-    `run` says where to start Ray if it is not running."""
+) -> tuple[Any, Big, int]:
+    """(pairs, big, n): the pairs of the buckets within the cap as a Ray dataset of one
+    column `p` (lo << 32 | hi, repeats across bands included; None for no item), kept in
+    Ray's object store; the buckets over the cap in (band, key) order, on the driver; and
+    the number of pairs. See the module docstring; `run` says where to start Ray."""
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     if len(idx) and idx.max() >= 1 << 32:
         raise ValueError("LSH pairs hold item indices in 32 bits")
-    pairs: list[np.ndarray] = []
-    big: list[tuple[int, Any, np.ndarray]] = []
+    big: Big = []
     if not len(idx):
-        return pairs, big
+        return None, big, 0
     ray = ensure_ray(run)
     import ray.data as rd
 
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     per_pass = max(1, rows_at_once // len(idx))
     item = pa.array(idx.astype(np.uint32))
+    passes, n = [], 0
     for b0 in range(0, bands, per_pass):
         todo = range(b0, min(bands, b0 + per_pass))
         refs = [ray.put(_band_table(b, keys_of(b), item)) for b in todo]
         parts = max(cpus, -(-len(todo) * len(idx) // ROWS_PER_PARTITION))
-        ds = (
+        out = (
             rd.from_arrow_refs(refs)
             .repartition(parts, keys=KEYS)  # a hash shuffle: a bucket in one block
             .map_batches(
@@ -132,12 +142,25 @@ def ray_buckets(
                 batch_size=None,  # a whole partition per call
                 zero_copy_batch=True,
             )
+            .materialize()  # read twice: the big buckets now, the pairs later
         )
-        for t in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-            _collect(t, pairs, big)
-        del refs, ds
+        del refs
+        only_big = out.select_columns(["band", "n", "big_key", "big_offsets", "big_members"])
+        for t in only_big.iter_batches(batch_format="pyarrow", batch_size=None):
+            _collect(t, big)
+            n += int(pc.sum(t["n"]).as_py() or 0)
+        passes.append(out.select_columns(["pairs"]).map_batches(_flat, batch_format="pyarrow"))
     big.sort(key=lambda b: (b[0], int(b[1])))  # banded's order: band, then key
-    return pairs, big
+    pairs = passes[0].union(*passes[1:]) if len(passes) > 1 else passes[0]
+    return pairs, big, n
+
+
+def pair_arrays(pairs: Any) -> list[np.ndarray]:
+    """A dataset of pairs (column `p`) as arrays on the driver."""
+    if pairs is None:
+        return []
+    # copies: a view would pin Ray's block in its object store
+    return [np.array(t["p"]) for t in pairs.iter_batches(batch_format="numpy", batch_size=None)]
 
 
 def _band_table(band: int, keys: np.ndarray, item: pa.Array) -> pa.Table:

@@ -4,7 +4,8 @@ Why: past `dedup.driver_edges` near edges, clusters.components and clusters.star
 every edge in the driver and walk them on one core. With run.executor = "ray" that graph
 work runs on the cluster instead; the result is identical, so outputs stay byte-identical.
 
-Method. The driver hands the edges (a, b, j, k = the edge's index) to Ray as Arrow tables.
+Method. The edges (a, b, j, k = the edge's index) are a Ray dataset: handed over by the
+driver (ray_stars_components), or made on Ray from the start (ray_pairs.py).
 Components: large-star / small-star (Kiveris et al., "Connected Components in MapReduce and
 Beyond", SoCC 2014), rounds of Ray Data groupby over an edge dataset, as the Ray MinHash
 dedups of Data-Juicer and NeMo Curator do. Large-star joins each larger neighbour of a node u
@@ -123,6 +124,15 @@ def _stars(batch: Batch) -> Batch:
     return {"node": nodes, "keeper": nodes[keeper], "j": jk}
 
 
+def total(ds: Any, column: str) -> int:
+    """The sum of an integer column: a sum per block, added here (Ray's Dataset.sum is a
+    hash aggregate, seconds of start-up for one number)."""
+    per_block = ds.select_columns([column]).map_batches(
+        lambda t: {column: np.array([int(t[column].sum())])}, batch_format="numpy"
+    )
+    return sum(int(t[column].sum()) for t in per_block.iter_batches(batch_format="numpy"))
+
+
 def _components(edges: Any, comp: np.ndarray, buckets: int) -> None:
     """comp[x] = the smallest node of x's component, by large-star / small-star rounds."""
     cur = edges.select_columns(["a", "b"]).rename_columns({"a": "x", "b": "y"})
@@ -133,7 +143,7 @@ def _components(edges: Any, comp: np.ndarray, buckets: int) -> None:
             .map_groups(_large_star, batch_format="numpy")
             .materialize()
         )
-        if not large.sum("bad"):  # stars centred on their smallest node: done
+        if not total(large, "bad"):  # stars centred on their smallest node: done
             break
         cur = (
             large.map_batches(_by_larger, fn_kwargs={"buckets": buckets}, batch_format="numpy")
@@ -159,36 +169,49 @@ def ray_stars_components(
     """(keeper, j_to_keeper, component) per node 0..n-1, computed on Ray Data: the same
     arrays as (*clusters.stars(order, a, b, j), clusters.components(n, a, b)); Ray is
     started from `run` if it is not running."""
+    if len(a) == 0:
+        return stars_components(order, None, 0, n, run)
+    ensure_ray(run)
+    import ray.data as rd
+
+    a, b = a.astype(np.int64, copy=False), b.astype(np.int64, copy=False)
+    j = j.astype(np.float64, copy=False)
+    edges = rd.from_arrow(
+        [
+            pa.table(
+                {
+                    "a": a[s : s + chunk],
+                    "b": b[s : s + chunk],
+                    "j": j[s : s + chunk],
+                    "k": np.arange(s, min(s + chunk, len(a)), dtype=np.int64),
+                }
+            )
+            for s in range(0, len(a), chunk)
+        ]
+    )
+    return stars_components(order, edges, len(a), n, run, group_edges)
+
+
+def stars_components(
+    order: np.ndarray, edges: Any, m: int, n: int, run: RunConfig, group_edges: int = GROUP_EDGES
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ray_stars_components of the `m` edges of a Ray dataset (a, b: int64 nodes, j, k: the
+    edges' original order), which never come to the driver."""
     keeper = np.arange(n, dtype=np.int64)
     jk = np.ones(n, dtype=np.float64)
     comp = np.arange(n, dtype=np.int64)
-    if len(a) == 0:
+    if m == 0:
         return keeper, jk, comp
     ray = ensure_ray(run)
     import ray.data as rd
     from ray.data.context import ShuffleStrategy
 
-    buckets = max(2, math.ceil(2 * len(a) / group_edges))
-    a, b = a.astype(np.int64, copy=False), b.astype(np.int64, copy=False)
-    j = j.astype(np.float64, copy=False)
+    buckets = max(2, math.ceil(2 * m / group_edges))
     # Sort-based shuffles: the hash shuffle starts its aggregator actors for every groupby
     # (seconds each), and these rounds are many and each one short.
     ctx = rd.DataContext.get_current()
     strategy, ctx.shuffle_strategy = ctx.shuffle_strategy, ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     try:
-        edges = rd.from_arrow(
-            [
-                pa.table(
-                    {
-                        "a": a[s : s + chunk],
-                        "b": b[s : s + chunk],
-                        "j": j[s : s + chunk],
-                        "k": np.arange(s, min(s + chunk, len(a)), dtype=np.int64),
-                    }
-                )
-                for s in range(0, len(a), chunk)
-            ]
-        )
         _components(edges, comp, buckets)
         pos = np.empty(n, dtype=np.int64)
         pos[order] = np.arange(n, dtype=np.int64)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -46,10 +47,11 @@ from pipeline.console import console
 from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult, find, find_duplicates, needed_columns, scan_floor
 from pipeline.dedup.lsh import p_candidate
+from pipeline.dedup.pairs import EDGE_SCHEMA
 from pipeline.dedup.scan import collect, exact_groups, scan_batch, scan_context
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
-from pipeline.executors import batches
+from pipeline.executors import Writer, batches
 from pipeline.runs import read_manifest
 
 if TYPE_CHECKING:
@@ -59,9 +61,6 @@ __all__ = ["DedupResult", "find_duplicates", "needed_columns", "scan_floor"]  # 
 
 INPUT = "filter/kept.parquet"
 
-EDGE_SCHEMA = pa.schema(
-    [("a", pa.string()), ("b", pa.string()), ("est_j", pa.float64()), ("exact_j", pa.float64())]
-)
 CLUSTER_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -163,8 +162,12 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    with ExitStack() as stack:  # a block at a time when they come from Ray
+        edges = Writer(io, {"edges.parquet": EDGE_SCHEMA}, cfg.run.part_rows, stack)
+        for t in res.edge_tables():
+            edges.add({"edges.parquet": t}, {})
+        edges.close()
     for name, frame, schema in (
-        ("edges.parquet", res.edges, EDGE_SCHEMA),
         ("clusters.parquet", res.clusters, CLUSTER_SCHEMA),
         ("oversized_buckets.parquet", res.oversized, OVERSIZED_SCHEMA),
     ):

@@ -1,0 +1,196 @@
+"""Candidate pairs and verified edges that never gather on the driver (run.executor = "ray").
+
+Why: the driver holds 16 bytes per candidate pair, and as much again for their J, which at
+tens of millions of pairs is gigabytes on one machine. Past `dedup.driver_edges` pairs they
+stay in Ray's object store from the band shuffle through verification to the clustering:
+
+1. ray_bands makes the pairs of the buckets within the cap (a dataset of `p` = lo << 32 | hi,
+   repeats across bands included); lsh.banded scans the big buckets on the driver (one
+   bucket's signatures at a time) and each bucket's pairs are put in the object store as
+   they are found (its `sink`).
+2. No more pairs than driver_edges: they come to the driver, and find goes on as locally
+   (small corpora pay for no more shuffles).
+3. Else the pairs are hash-partitioned on `p`, so a pair found in several bands meets its
+   repeats; each partition keeps its distinct pairs and verifies them as pairs.verify's
+   chunks do (exact and estimated J, reading only their rows' shingle sets from the stage's
+   working file, which the workers must be able to read).
+4. The edges at or above the threshold go to ray_graph.stars_components as a dataset;
+   keepers, J to keeper and components come back per node (per item: the driver holds those).
+5. edges.parquet: the edges at or above edge_floor, sorted on `p` by Ray (range partitions),
+   come to the driver one block at a time; the driver puts the ids on and the stage writes
+   them, so the file is the local one byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from pipeline.dedup import lsh
+from pipeline.dedup.pairs import VERIFY_CHUNK, jaccards
+from pipeline.dedup.ray_bands import ROWS_PER_PARTITION, pair_arrays, ray_bucket_data
+from pipeline.dedup.ray_graph import stars_components, total
+from pipeline.dedup.store import Sets
+from pipeline.executors.ray import ensure_ray
+
+if TYPE_CHECKING:
+    from pipeline.config import DedupConfig, RunConfig
+
+LOW = np.uint64(0xFFFFFFFF)
+
+
+@dataclass
+class OnRay:
+    """Candidate pairs left on Ray: a dataset of `p` (repeats included) and its row count."""
+
+    pairs: Any
+    raw: int
+    run: RunConfig
+
+
+def candidates(
+    banded: Callable[..., lsh.Candidates],
+    keys_of: Callable[[int], np.ndarray],
+    idx: np.ndarray,
+    d: DedupConfig,
+    run: RunConfig,
+) -> tuple[lsh.Candidates, OnRay | None]:
+    """lsh.banded's Candidates with the buckets made on Ray (`banded`: lsh.banded with
+    every argument but made= and sink=). Past d.driver_edges pairs (repeats counted) the
+    pairs stay on Ray: Candidates.a and .b are then empty and OnRay holds them."""
+    pairs, big, n = ray_bucket_data(keys_of, idx, d.bands, d.bucket_cap, run=run)
+    refs: list[Any] = []
+    ray = ensure_ray(run) if len(idx) else None
+
+    def sink(p: np.ndarray) -> None:  # from banded's threads: list.append is atomic
+        if len(p) and ray is not None:
+            refs.append(ray.put(pa.table({"p": p})))
+
+    cand = banded(made=([], big), sink=sink)
+    cand.raw_pairs = n + int(cand.big_found.sum())
+    if refs:
+        import ray.data as rd
+
+        scanned = rd.from_arrow_refs(refs)
+        pairs = scanned if pairs is None else pairs.union(scanned)
+    if cand.raw_pairs > d.driver_edges:
+        return cand, OnRay(pairs, cand.raw_pairs, run)
+    parts = pair_arrays(pairs)
+    uniq = lsh.sorted_unique(np.concatenate(parts) if parts else np.empty(0, np.uint64))
+    cand.a, cand.b = (uniq >> np.uint64(32)).astype(np.int64), (uniq & LOW).astype(np.int64)
+    return cand, None
+
+
+@dataclass
+class Graph:
+    """What find needs of the verified edges: stars and components per node, the counts,
+    and edges.parquet's rows (a stream of tables, in the local file's order)."""
+
+    keeper: np.ndarray
+    j: np.ndarray
+    comp: np.ndarray
+    counts: dict[str, int]
+    edges: Iterator[pa.Table]
+
+
+def graph(
+    on: OnRay,
+    sets: Sets,
+    rows: np.ndarray,
+    d: DedupConfig,
+    order: np.ndarray,
+    extra: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rep_ids: pl.Series,
+) -> Graph:
+    """Verification, stars and components of on.pairs on Ray (steps 3-5 of the module
+    docstring). `rows`: the store row of each item; `order`: the nodes best-ranked first;
+    `extra`: edges (a, b, j) joined to the near edges (an index's claims, nodes past the
+    items)."""
+    ray = ensure_ray(on.run)
+    import ray.data as rd
+
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    refs = (ray.put(sets), ray.put(rows))
+    verified = (
+        on.pairs.repartition(max(cpus, -(-on.raw // ROWS_PER_PARTITION)), keys=["p"])
+        .map_batches(partial(_verify, refs=refs), batch_format="pyarrow", batch_size=None)
+        .materialize()
+    )
+    floor = min(d.edge_floor, d.threshold)
+    kept = verified.map_batches(partial(_at_least, floor=floor), batch_format="numpy")
+    kept = kept.materialize()
+    near = kept.map_batches(partial(_near, threshold=d.threshold), batch_format="numpy")
+    near = near.materialize()
+    counts = {"candidate_pairs": verified.count(), "edges": kept.count()}
+    counts["near_edges"] = near.count()
+    m = counts["near_edges"] + len(extra[0])
+    if len(extra[0]):
+        a, b, j = extra
+        joined = pa.table({"a": a, "b": b, "j": j, "k": np.arange(len(a), dtype=np.uint64)})
+        near = near.union(rd.from_arrow(joined))
+    keeper, jk, comp = stars_components(order, near, m, len(order), on.run)
+    kept_pairs = 0
+    if m:
+        by_keepers = near.map_batches(partial(_kept, ref=ray.put(keeper)), batch_format="numpy")
+        kept_pairs = total(by_keepers, "kept")
+    counts["kept_pairs_above_threshold"] = kept_pairs
+    return Graph(keeper, jk, comp, counts, _edge_tables(kept, counts["edges"], rep_ids))
+
+
+def _verify(t: pa.Table, refs: tuple[Any, Any]) -> pa.Table:
+    """A partition's distinct pairs (every repeat of a pair is in it), verified."""
+    import ray
+
+    sets, rows = ray.get(refs[0]), ray.get(refs[1])
+    p = lsh.sorted_unique(np.array(t["p"].to_numpy()))  # a copy: sorted in place
+    a, b = (p >> np.uint64(32)).astype(np.int64), (p & LOW).astype(np.int64)
+    exact = np.empty(len(p), dtype=np.float64)
+    est = np.empty(len(p), dtype=np.float64)
+    for s in range(0, len(p), VERIFY_CHUNK):
+        e = s + VERIFY_CHUNK
+        exact[s:e], est[s:e] = jaccards(sets, rows, a[s:e], b[s:e])
+    return pa.table({"p": p, "est": est, "exact": exact})
+
+
+def _at_least(batch: dict[str, np.ndarray], floor: float) -> dict[str, np.ndarray]:
+    keep = batch["exact"] >= floor
+    return {k: v[keep] for k, v in batch.items()}
+
+
+def _near(batch: dict[str, np.ndarray], threshold: float) -> dict[str, np.ndarray]:
+    """The edges at or above the threshold as ray_graph's (a, b, j, k: p, their order)."""
+    keep = batch["exact"] >= threshold
+    p = batch["p"][keep]
+    a, b = (p >> np.uint64(32)).astype(np.int64), (p & LOW).astype(np.int64)
+    return {"a": a, "b": b, "j": batch["exact"][keep], "k": p}
+
+
+def _kept(batch: dict[str, np.ndarray], ref: Any) -> dict[str, np.ndarray]:
+    """How many of the edges join two keepers."""
+    import ray
+
+    keeper = ray.get(ref)
+    a, b = batch["a"], batch["b"]
+    return {"kept": np.array([int(((keeper[a] == a) & (keeper[b] == b)).sum())])}
+
+
+def _edge_tables(kept: Any, n: int, rep_ids: pl.Series) -> Iterator[pa.Table]:
+    """edges.parquet's rows in (a, b) order: sorted on Ray, a block at a time here."""
+    if not n:  # (Ray cannot sort a dataset without rows)
+        return
+    for t in kept.sort("p").iter_batches(batch_format="numpy", batch_size=None):
+        p = t["p"]
+        yield pa.table(
+            {
+                "a": rep_ids.gather((p >> np.uint64(32)).astype(np.int64)).to_arrow(),
+                "b": rep_ids.gather((p & LOW).astype(np.int64)).to_arrow(),
+                "est_j": t["est"],
+                "exact_j": t["exact"],
+            }
+        )
