@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,25 @@ def num_rows(path: Path) -> int:
     return sum(pq.read_metadata(f).num_rows for f in part_files(path))
 
 
+@dataclass(frozen=True)
+class Span:
+    """Rows [skip, skip + rows) of the row groups `groups` ((file, row group) in order)."""
+
+    groups: list[tuple[str, int]]
+    skip: int
+    rows: int
+
+
+def read_span(span: Span, columns: list[str] | None = None) -> pa.Table:
+    """A span's rows (only `columns`), one chunk per column."""
+    opened: dict[str, pq.ParquetFile] = {}
+    tables = []
+    for path, rg in span.groups:
+        f = opened.get(path) or opened.setdefault(path, pq.ParquetFile(path, pre_buffer=False))
+        tables.append(f.read_row_group(rg, columns=columns))
+    return pa.concat_tables(tables).slice(span.skip, span.rows).combine_chunks()
+
+
 class Parts:
     """An output's parts read as one table: rows numbered across the parts in order.
 
@@ -60,7 +80,8 @@ class Parts:
 
     def __init__(self, path: Path):
         self.path = path
-        self.files = [pq.ParquetFile(f, pre_buffer=False) for f in part_files(path)]
+        self.paths = [str(f) for f in part_files(path)]
+        self.files = [pq.ParquetFile(f, pre_buffer=False) for f in self.paths]
         self.schema_arrow: pa.Schema = self.files[0].schema_arrow
         # global row number where each row group starts, and its (file, group)
         starts, where, at = [], [], 0
@@ -101,6 +122,17 @@ class Parts:
                     held = rest.num_rows
         if held:
             yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+    def spans(self, size: int) -> list[Span]:
+        """The batches iter_batches gives, as spans a worker reads on its own (read_span)."""
+        out = []
+        for s in range(0, self.num_rows, size):
+            e = min(s + size, self.num_rows)
+            g0 = int(np.searchsorted(self._starts, s, side="right")) - 1
+            g1 = int(np.searchsorted(self._starts, e, side="left"))
+            groups = [(self.paths[i], rg) for i, rg in self._where[g0:g1]]
+            out.append(Span(groups, s - int(self._starts[g0]), e - s))
+        return out
 
     def take(self, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:
         """`columns` of the given rows, in the order given, reading only their row groups."""

@@ -67,3 +67,48 @@ def test_a_corpus_without_candidate_pairs_runs_on_ray_as_locally(tmp_path, ray_l
     assert '"candidate_pairs": 0' in removed.read_text()
     for rel in ("dedup/kept.parquet/part-00000.parquet", "dedup/edges.parquet/part-00000.parquet"):
         assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
+
+
+def test_results_are_put_back_in_task_order():
+    from pipeline.executors.ray import in_task_order
+
+    # task 0: two results; task 1: none; task 2: one; they come 2, 0b, 1, 0a... shuffled
+    came = [
+        ({"x": 2}, {}, 2, False),
+        ({"x": "0a"}, {}, 0, False),
+        (None, None, 2, True),
+        (None, None, 1, True),
+        ({"x": "0b"}, {}, 0, False),
+        (None, None, 0, True),
+    ]
+    assert [o["x"] for o, _ in in_task_order(came, 3)] == ["0a", "0b", 2]
+    with pytest.raises(RuntimeError, match="2 of 3 tasks"):
+        list(in_task_order(came[:2] + came[3:], 3))
+
+
+def test_ray_batches_are_the_local_batches_of_a_many_part_input(tmp_path, ray_local):
+    """Parts of several row groups (some empty, uneven), a column selection: each batch
+    on Ray holds the rows the local one does, in order."""
+    import numpy as np
+    import pyarrow as pa
+
+    from pipeline.config import Config
+    from pipeline.executors import batches
+    from pipeline.parts import PartSink
+
+    n = 3000
+    t = pa.table({"k": np.arange(n), "s": [f"r{i}" for i in range(n)], "x": np.ones(n)})
+    sink = PartSink(tmp_path / "o.parquet", t.schema, part_rows=700)
+    for at, step in zip(range(0, n, 250), [250, 0, 117, 250, 33, 250] * 3, strict=False):
+        sink.write_table(t.slice(at, 250), row_group_size=max(step, 1))
+    sink.close()
+
+    def fn(batch, ctx):
+        return {"o": pa.table({"k": batch.column("k"), "s": batch.column("s")})}, {"n": 1}
+
+    got = {}
+    for executor in ("local", "ray"):
+        cfg = Config.model_validate({"run": {"executor": executor}})
+        res = list(batches(cfg, tmp_path / "o.parquet", fn, None, 401, ["k", "s"]))
+        got[executor] = [(r[0]["o"].to_pydict(), r[1], r[2]) for r in res]
+    assert got["ray"] == got["local"] and len(got["local"]) == 8

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import Pipeline
-from pipeline.parts import Parts, PartSink, num_rows, part_files, read_schema
+from pipeline.parts import Parts, PartSink, num_rows, part_files, read_schema, read_span
 from pipeline.verify import verify_run
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "editcurate.toml"
@@ -51,6 +51,27 @@ def test_batches_are_exact_across_part_boundaries(tmp_path):
     got = list(Parts(tmp_path / "o.parquet").iter_batches(16, ["k"]))
     assert [b.num_rows for b in got] == [16, 16, 16, 2]
     assert pa.Table.from_batches(got).column("k").to_pylist() == list(range(50))
+
+
+@pytest.mark.parametrize("size", [1, 4, 16, 20, 49, 50, 1000])
+def test_spans_read_alone_are_the_batches(tmp_path, size):
+    """What a Ray worker reads of its span (read_span) is the local batch, row for row."""
+    t = table(50)
+    write(tmp_path / "o.parquet", t, part_rows=20)
+    parts = Parts(tmp_path / "o.parquet")
+    spans = parts.spans(size)
+    want = list(parts.iter_batches(size, ["s"]))
+    assert len(spans) == len(want)
+    for span, b in zip(spans, want, strict=True):
+        got = read_span(span, ["s"])
+        assert got.num_rows == span.rows and got.equals(pa.Table.from_batches([b]))
+    assert parts.spans(size) and not Parts(empty(tmp_path)).spans(size)
+
+
+def empty(tmp_path: Path) -> Path:
+    sink = PartSink(tmp_path / "e.parquet", table(0).schema)
+    sink.close()
+    return tmp_path / "e.parquet"
 
 
 def test_take_returns_rows_in_the_order_asked_across_parts(tmp_path):

@@ -1,15 +1,15 @@
-"""The Ray executor: per-batch work over Ray Data (`read_parquet` -> `map_batches`).
+"""The Ray executor: per-batch work as Ray Data tasks (one block each -> `map_batches`).
 
 Ray (`pip install 'editcurate[ray]'`) is started once per process: `ray.init(address=...)`
 with `run.ray_address`, or a local instance with `run.num_cpus` CPUs. Every batch's outputs
-come back to the driver in input order (preserve_order) as Arrow IPC and are written by the
-stage exactly as local results are, so the files are byte-identical.
+come back to the driver as Arrow IPC, tagged with their task, are put in input order and
+written by the stage exactly as local results are, so the files are byte-identical.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from pipeline.errors import EnvError
 from pipeline.executors import BatchFn, Result, TaskFn, as_table
+from pipeline.parts import Parts, Span, read_span
 
 if TYPE_CHECKING:
     from pipeline.config import Config, RunConfig
@@ -58,8 +59,9 @@ def _table(b: bytes) -> pa.Table:
     return pa.ipc.open_stream(b).read_all()
 
 
-def _pack(outs: dict[str, Any], counts: dict[str, Any], rows: int) -> pa.Table:
-    """One result as a one-row table: output names, their Arrow IPC bytes, counts as JSON."""
+def _pack(outs: dict[str, Any], counts: dict[str, Any], task: int, end: bool = False) -> pa.Table:
+    """One result as a one-row table: output names, their Arrow IPC bytes, counts as JSON,
+    its task, and whether it is the task's end mark (no outputs)."""
     return pa.table(
         {
             "__outs": [json.dumps(sorted(outs))],
@@ -68,64 +70,86 @@ def _pack(outs: dict[str, Any], counts: dict[str, Any], rows: int) -> pa.Table:
                 [[_ipc(as_table(outs[n])) for n in sorted(outs)]], pa.list_(pa.large_binary())
             ),
             "__counts": [json.dumps(_jsonable(counts))],
-            "__rows": [rows],
+            "__task": [task],
+            "__end": [end],
         }
     )
 
 
-def _unpack(res: pa.Table) -> Iterator[Result]:
+def _unpack(res: pa.Table) -> Iterator[tuple[dict[str, Any], dict[str, Any], int, bool]]:
     for k in range(res.num_rows):
         names = json.loads(res["__outs"][k].as_py())
         blobs = res["__ipc"][k].as_py()
         outs = {n: _table(b) for n, b in zip(names, blobs, strict=True)}
-        yield outs, json.loads(res["__counts"][k].as_py()), res["__rows"][k].as_py()
-
-
-def _results(ds: Any) -> Iterator[Result]:
-    for res in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-        assert isinstance(res, pa.Table)
-        yield from _unpack(res)
+        counts = json.loads(res["__counts"][k].as_py())
+        yield outs, counts, res["__task"][k].as_py(), res["__end"][k].as_py()
 
 
 def ray_batches(
     cfg: Config, src: Path, fn: BatchFn, ctx: Any, size: int, columns: list[str] | None
 ) -> Iterator[Result]:
-    """fn over `size`-row batches of src on Ray Data, yielded in input order (preserve_order):
-    each worker returns its outputs as Arrow IPC bytes and its counts as JSON."""
-    rd = _data(cfg.run)
+    """fn over `size`-row batches of src on Ray, yielded in input order: the batches a local
+    run sees (Parts.spans), one task each; each worker reads its own rows (only `columns`).
+    Not Ray's read_parquet: with a column selection, Ray Data 2.60 gave a file's row groups
+    out of order (a 262,144-row part read as two blocks, the second first) despite
+    preserve_order, and rows would have been numbered wrong."""
+    spans = Parts(src).spans(size)
+    results = ray_tasks(cfg.run, spans, _span_task, (fn, ctx, columns))
+    for span, (outs, counts) in zip(spans, results, strict=True):
+        yield outs, counts, span.rows
 
-    def udf(batch: pa.Table) -> pa.Table:
-        outs, counts = fn(
-            batch.combine_chunks().to_batches()[0]
-            if batch.num_rows
-            else pa.RecordBatch.from_pylist([], schema=batch.schema),
-            ctx,
-        )
-        return _pack(outs, counts, batch.num_rows)
 
-    # Ray lists a folder's files sorted (zero-padded part names: row order) and skips hidden
-    # ones. One path, not a list: Ray resolves a list's paths on threads, and with fsspec
-    # but no aiohttp two threads importing fsspec's http module at once fail.
-    ds = rd.read_parquet(str(src))
-    if columns is not None:  # projected at read (Ray pushes the selection down)
-        ds = ds.select_columns(columns)
-    ds = ds.map_batches(udf, batch_format="pyarrow", batch_size=size, zero_copy_batch=True)
-    yield from _results(ds)
+def _span_task(
+    span: Span, ctx: tuple[BatchFn, Any, list[str] | None]
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    fn, fctx, columns = ctx
+    t = read_span(span, columns)
+    yield fn(t.to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], t.schema), fctx)
 
 
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
-    """What fn yields for each task, task after task: one task per Ray Data block, so
-    they run on as many workers as there are CPUs, and come back in order (preserve_order)."""
+    """What fn yields for each task, task after task: one task per Ray Data block, so they
+    run on as many workers as there are CPUs. Results are tagged with their task and put
+    back in order here should Ray return them out of order (preserve_order is asked for, so
+    normally nothing waits)."""
     rd = _data(run)
 
     def udf(batch: pa.Table) -> Iterator[pa.Table]:
         for k in batch["task"].to_pylist():
             for outs, counts in fn(todo[k], ctx):
-                yield _pack(outs, counts, 0)
+                yield _pack(outs, counts, k)
+            yield _pack({}, {}, k, end=True)
 
     items = rd.from_items([{"task": k} for k in range(len(todo))], override_num_blocks=len(todo))
-    for outs, counts, _ in _results(items.map_batches(udf, batch_format="pyarrow", batch_size=1)):
-        yield outs, counts
+    ds = items.map_batches(udf, batch_format="pyarrow", batch_size=1)
+    tagged = (
+        r for res in ds.iter_batches(batch_format="pyarrow", batch_size=None) for r in _unpack(res)
+    )
+    yield from in_task_order(tagged, len(todo))
+
+
+def in_task_order(
+    tagged: Iterable[tuple[dict[str, Any], dict[str, Any], int, bool]], tasks: int
+) -> Iterator[tuple[dict, dict]]:
+    """(outputs, counts) of results tagged (outputs, counts, task, end mark), task after
+    task, each task's in the order they came; a task's results wait until the tasks before
+    it have ended."""
+    waiting: dict[int, list[tuple[dict, dict, bool]]] = {}
+    nxt = 0  # the task whose results are due
+    for outs, counts, k, end in tagged:
+        waiting.setdefault(k, []).append((outs, counts, end))
+        while nxt in waiting:
+            ended = False
+            for o, c, e in waiting.pop(nxt):
+                if e:
+                    ended = True
+                else:
+                    yield o, c
+            if not ended:
+                break
+            nxt += 1
+    if nxt != tasks:
+        raise RuntimeError(f"Ray returned the results of {nxt} of {tasks} tasks")
 
 
 def _jsonable(counts: Any) -> Any:
