@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,21 +55,55 @@ def num_rows(path: Path) -> int:
 
 @dataclass(frozen=True)
 class Span:
-    """Rows [skip, skip + rows) of the row groups `groups` ((file, row group) in order)."""
+    """Rows [skip, skip + rows) of the row groups `groups` ((file, row group), in order):
+    consecutive batches of a Parts.iter_batches, read by one worker (read_span)."""
 
     groups: list[tuple[str, int]]
     skip: int
     rows: int
 
 
-def read_span(span: Span, columns: list[str] | None = None) -> pa.Table:
-    """A span's rows (only `columns`), one chunk per column."""
+def read_span(span: Span, size: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """A span's rows (only `columns`) in batches of exactly `size` rows (the last one
+    fewer), streamed: the rows before `skip` are decoded and dropped, and the last group
+    is read only as far as the span goes."""
     opened: dict[str, pq.ParquetFile] = {}
-    tables = []
-    for path, rg in span.groups:
-        f = opened.get(path) or opened.setdefault(path, pq.ParquetFile(path, pre_buffer=False))
-        tables.append(f.read_row_group(rg, columns=columns))
-    return pa.concat_tables(tables).slice(span.skip, span.rows).combine_chunks()
+
+    def rows() -> Iterator[pa.RecordBatch]:
+        skip, left = span.skip, span.rows
+        for path, rg in span.groups:
+            f = opened.get(path) or opened.setdefault(path, pq.ParquetFile(path, pre_buffer=False))
+            for b in f.iter_batches(batch_size=size, row_groups=[rg], columns=columns):
+                if skip >= b.num_rows:
+                    skip -= b.num_rows
+                    continue
+                b = b.slice(skip, left)
+                skip, left = 0, left - b.num_rows
+                yield b
+                if not left:
+                    return
+
+    yield from exact_batches(rows(), size)
+
+
+def exact_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """The rows of `batches` in batches of exactly `size` rows (the last one fewer)."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for b in batches:
+        if not pending and b.num_rows == size:
+            yield b
+            continue
+        pending.append(b)
+        held += b.num_rows
+        while held >= size:
+            whole = pa.Table.from_batches(pending).combine_chunks()
+            yield whole.slice(0, size).to_batches()[0]
+            rest = whole.slice(size)
+            pending = rest.to_batches() if rest.num_rows else []
+            held = rest.num_rows
+    if held:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 class Parts:
@@ -80,7 +114,7 @@ class Parts:
 
     def __init__(self, path: Path):
         self.path = path
-        self.paths = [str(f) for f in part_files(path)]
+        self.paths = [str(f.absolute()) for f in part_files(path)]  # workers' cwd may differ
         self.files = [pq.ParquetFile(f, pre_buffer=False) for f in self.paths]
         self.schema_arrow: pa.Schema = self.files[0].schema_arrow
         # global row number where each row group starts, and its (file, group)
@@ -105,29 +139,25 @@ class Parts:
         so a step sees the same batches however the output was cut into parts. exact=False:
         at most `batch_size` rows, a part's last batch shorter (no copy to join parts: for
         readers that do not care where batches end, as a count or a digest)."""
-        pending: list[pa.RecordBatch] = []
-        held = 0
-        for f in self.files:
-            for b in f.iter_batches(batch_size=batch_size, columns=columns):
-                if not exact or (not pending and b.num_rows == batch_size):
-                    yield b
-                    continue
-                pending.append(b)
-                held += b.num_rows
-                while held >= batch_size:
-                    whole = pa.Table.from_batches(pending).combine_chunks()
-                    yield whole.slice(0, batch_size).to_batches()[0]
-                    rest = whole.slice(batch_size)
-                    pending = rest.to_batches() if rest.num_rows else []
-                    held = rest.num_rows
-        if held:
-            yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+        reader = (
+            b for f in self.files for b in f.iter_batches(batch_size=batch_size, columns=columns)
+        )
+        if not exact:
+            yield from reader
+            return
+        yield from exact_batches(reader, batch_size)
 
     def spans(self, size: int) -> list[Span]:
-        """The batches iter_batches gives, as spans a worker reads on its own (read_span)."""
+        """iter_batches(size)'s batches as spans of consecutive batches, for workers that
+        read their own (read_span). A span holds at least a row group's worth of rows, so
+        the rows decoded and dropped before its first batch (the part of a group the span
+        before it read) are at most as many as its own."""
+        n = self.num_rows
+        biggest = int(np.diff(self._starts).max()) if len(self._where) else 0
+        per = max(1, -(-biggest // size)) * size  # rows per span: whole batches
         out = []
-        for s in range(0, self.num_rows, size):
-            e = min(s + size, self.num_rows)
+        for s in range(0, n, per):
+            e = min(s + per, n)
             g0 = int(np.searchsorted(self._starts, s, side="right")) - 1
             g1 = int(np.searchsorted(self._starts, e, side="left"))
             groups = [(self.paths[i], rg) for i, rg in self._where[g0:g1]]

@@ -22,7 +22,7 @@ def test_the_ray_executor_writes_the_same_bytes_as_the_local_one(tmp_path, ray_l
                 "run.name": executor,
                 "run.executor": executor,
                 "filter.batch_size": 37,  # many batches, none aligned with Ray's blocks
-                "run.part_rows": 50,  # many parts: Ray reads them as blocks, in order
+                "run.part_rows": 50,  # many parts: Ray workers read spans across them
             },
         )
         runs[executor] = p.run().path
@@ -87,8 +87,8 @@ def test_results_are_put_back_in_task_order():
 
 
 def test_ray_batches_are_the_local_batches_of_a_many_part_input(tmp_path, ray_local):
-    """Parts of several row groups (some empty, uneven), a column selection: each batch
-    on Ray holds the rows the local one does, in order."""
+    """Parts of several row groups (uneven), a column selection: each batch on Ray holds
+    the rows the local one does, in order."""
     import numpy as np
     import pyarrow as pa
 
@@ -112,3 +112,8 @@ def test_ray_batches_are_the_local_batches_of_a_many_part_input(tmp_path, ray_lo
         res = list(batches(cfg, tmp_path / "o.parquet", fn, None, 401, ["k", "s"]))
         got[executor] = [(r[0]["o"].to_pydict(), r[1], r[2]) for r in res]
     assert got["ray"] == got["local"] and len(got["local"]) == 8
+    # no input: no batch (Ray refuses a dataset of no blocks)
+    sink = PartSink(tmp_path / "e.parquet", t.schema)
+    sink.close()
+    cfg = Config.model_validate({"run": {"executor": "ray"}})
+    assert list(batches(cfg, tmp_path / "e.parquet", fn, None, 401)) == []

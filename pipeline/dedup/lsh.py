@@ -366,7 +366,7 @@ def banded(
         pairs = (lo << np.uint64(32)) | hi
         if sink is not None:
             sink(pairs)
-        return (pairs if sink is None else pairs[:0]), compared, len(pairs)
+        return (pairs if sink is None else np.empty(0, np.uint64)), compared, len(pairs)
 
     with ThreadPoolExecutor(max(1, threads)) as ex:
         if made is None:

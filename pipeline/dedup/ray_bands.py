@@ -149,7 +149,10 @@ def ray_bucket_data(
         for t in only_big.iter_batches(batch_format="pyarrow", batch_size=None):
             _collect(t, big)
             n += int(pc.sum(t["n"]).as_py() or 0)
-        passes.append(out.select_columns(["pairs"]).map_batches(_flat, batch_format="pyarrow"))
+        # the pairs as rows, kept; the rest of `out` (big buckets: on the driver now) dropped
+        flat = out.select_columns(["pairs"]).map_batches(_flat, batch_format="pyarrow")
+        passes.append(flat.materialize())
+        del out, only_big
     big.sort(key=lambda b: (b[0], int(b[1])))  # banded's order: band, then key
     pairs = passes[0].union(*passes[1:]) if len(passes) > 1 else passes[0]
     return pairs, big, n

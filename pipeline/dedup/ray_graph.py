@@ -1,11 +1,12 @@
 """Connected components and ranked-keeper stars of the near edges, on Ray Data.
 
-Why: past `dedup.driver_edges` near edges, clusters.components and clusters.stars would hold
-every edge in the driver and walk them on one core. With run.executor = "ray" that graph
-work runs on the cluster instead; the result is identical, so outputs stay byte-identical.
+Why: past `dedup.driver_edges` candidate pairs, clusters.components and clusters.stars would
+hold every edge in the driver and walk them on one core. With run.executor = "ray" that
+graph work runs on the cluster instead (ray_pairs.py); the result is identical, so outputs
+stay byte-identical.
 
-Method. The edges (a, b, j, k = the edge's index) are a Ray dataset: handed over by the
-driver (ray_stars_components), or made on Ray from the start (ray_pairs.py).
+Method. The edges (a, b, j, k = the edge's original order) are a Ray dataset, made on Ray
+(ray_pairs.py; ray_stars_components hands arrays over, for tests).
 Components: large-star / small-star (Kiveris et al., "Connected Components in MapReduce and
 Beyond", SoCC 2014), rounds of Ray Data groupby over an edge dataset, as the Ray MinHash
 dedups of Data-Juicer and NeMo Curator do. Large-star joins each larger neighbour of a node u

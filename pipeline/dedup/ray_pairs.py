@@ -23,6 +23,7 @@ stay in Ray's object store from the band shuffle through verification to the clu
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from pipeline.config import DedupConfig, RunConfig
 
 LOW = np.uint64(0xFFFFFFFF)
+SINK_ROWS = 1 << 20  # big buckets' pairs put on Ray at once (8 MB)
 
 
 @dataclass
@@ -66,13 +68,22 @@ def candidates(
     pairs stay on Ray: Candidates.a and .b are then empty and OnRay holds them."""
     pairs, big, n = ray_bucket_data(keys_of, idx, d.bands, d.bucket_cap, run=run)
     refs: list[Any] = []
-    ray = ensure_ray(run) if len(idx) else None
+    held: list[np.ndarray] = []  # big buckets' pairs, put on Ray SINK_ROWS at a time
+    lock = threading.Lock()
 
-    def sink(p: np.ndarray) -> None:  # from banded's threads: list.append is atomic
-        if len(p) and ray is not None:
-            refs.append(ray.put(pa.table({"p": p})))
+    def put() -> None:
+        refs.append(ensure_ray(run).put(pa.table({"p": np.concatenate(held)})))
+        held.clear()
+
+    def sink(p: np.ndarray) -> None:  # called from banded's threads
+        with lock:
+            held.append(p)
+            if sum(len(h) for h in held) >= SINK_ROWS:
+                put()
 
     cand = banded(made=([], big), sink=sink)
+    if sum(len(h) for h in held):
+        put()
     cand.raw_pairs = n + int(cand.big_found.sum())
     if refs:
         import ray.data as rd

@@ -5,9 +5,9 @@ batches of a Parquet output; `tasks(cfg, todo, fn, ctx)` runs a generator `fn(ta
 task (ingest's pieces of a source). Results come back in input order whichever executor ran
 them. A map stage (filter) is `batches` plus the `Writer`, which re-chunks every output into
 row groups of exactly the stage's batch size, so files are byte-identical whichever executor
-ran (and however Ray split the input into blocks); whole-stage steps call `batches` for their
-own per-item work (decontaminate's matching, export's split files) and do the rest in the
-driver.
+ran (Ray's workers see the local batches too: Parts.spans); whole-stage steps call `batches`
+for their own per-item work (decontaminate's matching, export's split files) and do the rest
+in the driver.
 """
 
 from __future__ import annotations

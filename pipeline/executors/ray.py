@@ -85,26 +85,32 @@ def _unpack(res: pa.Table) -> Iterator[tuple[dict[str, Any], dict[str, Any], int
         yield outs, counts, res["__task"][k].as_py(), res["__end"][k].as_py()
 
 
+ROWS = "__rows"  # a batch's rows, passed with its counts (and taken out here)
+
+
 def ray_batches(
     cfg: Config, src: Path, fn: BatchFn, ctx: Any, size: int, columns: list[str] | None
 ) -> Iterator[Result]:
-    """fn over `size`-row batches of src on Ray, yielded in input order: the batches a local
-    run sees (Parts.spans), one task each; each worker reads its own rows (only `columns`).
-    Not Ray's read_parquet: with a column selection, Ray Data 2.60 gave a file's row groups
-    out of order (a 262,144-row part read as two blocks, the second first) despite
-    preserve_order, and rows would have been numbered wrong."""
+    """fn over batches of at most `size` rows of src on Ray, yielded in input order: one
+    task per run of whole row groups (Parts.spans), which its worker reads itself, each row
+    group once (only `columns`). Not Ray's read_parquet: with a column selection, Ray Data
+    2.60 gave a part's row groups out of order (a 262,144-row part read as two blocks, the
+    second first) despite preserve_order, and rows would have been numbered wrong."""
     spans = Parts(src).spans(size)
-    results = ray_tasks(cfg.run, spans, _span_task, (fn, ctx, columns))
-    for span, (outs, counts) in zip(spans, results, strict=True):
-        yield outs, counts, span.rows
+    if not spans:  # (Ray refuses a dataset of no blocks)
+        return
+    for outs, counts in ray_tasks(cfg.run, spans, _span_task, (fn, ctx, columns, size)):
+        rows = counts.pop(ROWS)
+        yield outs, counts, rows
 
 
 def _span_task(
-    span: Span, ctx: tuple[BatchFn, Any, list[str] | None]
+    span: Span, ctx: tuple[BatchFn, Any, list[str] | None, int]
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    fn, fctx, columns = ctx
-    t = read_span(span, columns)
-    yield fn(t.to_batches()[0] if t.num_rows else pa.RecordBatch.from_pylist([], t.schema), fctx)
+    fn, fctx, columns, size = ctx
+    for batch in read_span(span, size, columns):
+        outs, counts = fn(batch, fctx)
+        yield outs, {**counts, ROWS: batch.num_rows}
 
 
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
