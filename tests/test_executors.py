@@ -117,3 +117,22 @@ def test_ray_batches_are_the_local_batches_of_a_many_part_input(tmp_path, ray_lo
     sink.close()
     cfg = Config.model_validate({"run": {"executor": "ray"}})
     assert list(batches(cfg, tmp_path / "e.parquet", fn, None, 401)) == []
+
+
+def test_a_filter_that_drops_every_item_runs_on_ray_as_locally(tmp_path, ray_local):
+    """Empty stage inputs from the filter on: no batch, no Ray task, the same files."""
+    rules = tmp_path / "dropall.yaml"
+    rules.write_text(
+        "name: dropall\ndescription: every item too long\nrules:\n"
+        "  - {name: huge, type: length, field: after, unit: chars, min: 100000000}\n"
+    )
+    runs = {}
+    for executor in ("local", "ray"):
+        over = {"run.root": str(tmp_path), "run.name": executor, "run.executor": executor}
+        p = Pipeline.from_config(SAMPLE, overrides={**over, "filter.rules": str(rules)})
+        runs[executor] = p.run(until="export").path
+    files = sorted(f.relative_to(runs["local"]) for f in runs["local"].rglob("*.parquet"))
+    assert any(f.parts[0] == "export" for f in files)
+    for rel in files:
+        if (runs["local"] / rel).is_file():
+            assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
