@@ -42,9 +42,30 @@ def _graph(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, i
     return rng.permutation(n).astype(np.int64), aa, bb, j, n
 
 
-def test_ray_stars_and_components_equal_the_driver_ones(ray_local):
-    from pipeline.dedup.ray_graph import ray_stars_components
+def ray_stars_components(order, a, b, j, n, run, chunk=1 << 20, group_edges=1 << 20):
+    """ray_graph.stars_components of edges handed over as arrays (k: their index), in
+    Arrow tables of `chunk` edges (the blocks of the Ray dataset)."""
+    import pyarrow as pa
+    import ray.data as rd
 
+    from pipeline.dedup.ray_graph import stars_components
+
+    tables = [
+        pa.table(
+            {
+                "a": a[s : s + chunk].astype(np.int64),
+                "b": b[s : s + chunk].astype(np.int64),
+                "j": j[s : s + chunk].astype(np.float64),
+                "k": np.arange(s, min(s + chunk, len(a)), dtype=np.int64),
+            }
+        )
+        for s in range(0, len(a), chunk)
+    ]
+    edges = rd.from_arrow(tables) if tables else None
+    return stars_components(order, edges, len(a), n, run, group_edges)
+
+
+def test_ray_stars_and_components_equal_the_driver_ones(ray_local):
     # small blocks and many buckets (each round costs seconds of Ray: one graph, 2 CPUs)
     for seed, chunk, group_edges in ((1, 97, 64),):
         order, a, b, j, n = _graph(seed)
@@ -58,8 +79,6 @@ def test_ray_stars_and_components_equal_the_driver_ones(ray_local):
 
 
 def test_ray_graph_without_edges_or_with_self_loops_only(ray_local):
-    from pipeline.dedup.ray_graph import ray_stars_components
-
     order = np.array([2, 0, 3, 1], dtype=np.int64)
     none = np.empty(0, dtype=np.int64)
     for a in (none, np.array([1, 1, 3])):

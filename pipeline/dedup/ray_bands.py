@@ -125,14 +125,13 @@ def ray_bucket_data(
     ray = ensure_ray(run)
     import ray.data as rd
 
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     per_pass = max(1, rows_at_once // len(idx))
     item = pa.array(idx.astype(np.uint32))
     passes, n = [], 0
     for b0 in range(0, bands, per_pass):
         todo = range(b0, min(bands, b0 + per_pass))
         refs = [ray.put(_band_table(b, keys_of(b), item)) for b in todo]
-        parts = max(cpus, -(-len(todo) * len(idx) // ROWS_PER_PARTITION))
+        parts = partitions(ray, len(todo) * len(idx))
         out = (
             rd.from_arrow_refs(refs)
             .repartition(parts, keys=KEYS)  # a hash shuffle: a bucket in one block
@@ -156,6 +155,12 @@ def ray_bucket_data(
     big.sort(key=lambda b: (b[0], int(b[1])))  # banded's order: band, then key
     pairs = passes[0].union(*passes[1:]) if len(passes) > 1 else passes[0]
     return pairs, big, n
+
+
+def partitions(ray: Any, rows: int) -> int:
+    """Partitions for a shuffle of `rows` rows: every CPU busy, none over ROWS_PER_PARTITION."""
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return max(cpus, -(-rows // ROWS_PER_PARTITION))
 
 
 def pair_arrays(pairs: Any) -> list[np.ndarray]:

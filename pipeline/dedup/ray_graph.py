@@ -6,7 +6,7 @@ graph work runs on the cluster instead (ray_pairs.py); the result is identical, 
 stay byte-identical.
 
 Method. The edges (a, b, j, k = the edge's original order) are a Ray dataset, made on Ray
-(ray_pairs.py; ray_stars_components hands arrays over, for tests).
+(ray_pairs.py).
 Components: large-star / small-star (Kiveris et al., "Connected Components in MapReduce and
 Beyond", SoCC 2014), rounds of Ray Data groupby over an edge dataset, as the Ray MinHash
 dedups of Data-Juicer and NeMo Curator do. Large-star joins each larger neighbour of a node u
@@ -31,7 +31,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from pipeline.dedup import clusters as C
 from pipeline.executors.ray import ensure_ray
@@ -39,7 +38,6 @@ from pipeline.executors.ray import ensure_ray
 if TYPE_CHECKING:
     from pipeline.config import RunConfig
 
-CHUNK = 1 << 20  # edges per Arrow table handed to Ray
 GROUP_EDGES = 1 << 20  # edge rows (each edge twice) per bucket of a round, about
 
 Batch = dict[str, np.ndarray]
@@ -157,47 +155,13 @@ def _components(edges: Any, comp: np.ndarray, buckets: int) -> None:
         comp[t["x"][at]] = t["y"][at]
 
 
-def ray_stars_components(
-    order: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    j: np.ndarray,
-    n: int,
-    run: RunConfig,
-    chunk: int = CHUNK,
-    group_edges: int = GROUP_EDGES,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(keeper, j_to_keeper, component) per node 0..n-1, computed on Ray Data: the same
-    arrays as (*clusters.stars(order, a, b, j), clusters.components(n, a, b)); Ray is
-    started from `run` if it is not running."""
-    if len(a) == 0:
-        return stars_components(order, None, 0, n, run)
-    ensure_ray(run)
-    import ray.data as rd
-
-    a, b = a.astype(np.int64, copy=False), b.astype(np.int64, copy=False)
-    j = j.astype(np.float64, copy=False)
-    edges = rd.from_arrow(
-        [
-            pa.table(
-                {
-                    "a": a[s : s + chunk],
-                    "b": b[s : s + chunk],
-                    "j": j[s : s + chunk],
-                    "k": np.arange(s, min(s + chunk, len(a)), dtype=np.int64),
-                }
-            )
-            for s in range(0, len(a), chunk)
-        ]
-    )
-    return stars_components(order, edges, len(a), n, run, group_edges)
-
-
 def stars_components(
     order: np.ndarray, edges: Any, m: int, n: int, run: RunConfig, group_edges: int = GROUP_EDGES
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ray_stars_components of the `m` edges of a Ray dataset (a, b: int64 nodes, j, k: the
-    edges' original order), which never come to the driver."""
+    """(keeper, j_to_keeper, component) per node 0..n-1 of the `m` edges of a Ray dataset
+    (a, b: int64 nodes, j, k: the edges' original order), which never come to the driver:
+    the arrays of (*clusters.stars(order, a, b, j), clusters.components(n, a, b)); Ray is
+    started from `run` if it is not running."""
     keeper = np.arange(n, dtype=np.int64)
     jk = np.ones(n, dtype=np.float64)
     comp = np.arange(n, dtype=np.int64)

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from pipeline.dedup import lsh
 from pipeline.dedup.pairs import VERIFY_CHUNK, jaccards
-from pipeline.dedup.ray_bands import ROWS_PER_PARTITION, pair_arrays, ray_bucket_data
+from pipeline.dedup.ray_bands import pair_arrays, partitions, ray_bucket_data
 from pipeline.dedup.ray_graph import stars_components, total
 from pipeline.dedup.store import Sets
 from pipeline.executors.ray import ensure_ray
@@ -126,10 +126,9 @@ def graph(
     ray = ensure_ray(on.run)
     import ray.data as rd
 
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     refs = (ray.put(sets), ray.put(rows))
     verified = (
-        on.pairs.repartition(max(cpus, -(-on.raw // ROWS_PER_PARTITION)), keys=["p"])
+        on.pairs.repartition(partitions(ray, on.raw), keys=["p"])
         .map_batches(partial(_verify, refs=refs), batch_format="pyarrow", batch_size=None)
         .materialize()
     )

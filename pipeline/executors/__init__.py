@@ -88,8 +88,6 @@ def tasks(
     """What fn yields for each task of `todo`, task after task, in order, on the configured
     executor: for work whose input is not a Parquet output (ingest's pieces of a source).
     On Ray each task runs on some worker, as many at once as it has CPUs."""
-    if not todo:  # (Ray refuses a dataset of no blocks)
-        return
     if run.executor == "ray":
         from pipeline.executors.ray import ray_tasks
 

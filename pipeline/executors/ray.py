@@ -91,14 +91,13 @@ ROWS = "__rows"  # a batch's rows, passed with its counts (and taken out here)
 def ray_batches(
     cfg: Config, src: Path, fn: BatchFn, ctx: Any, size: int, columns: list[str] | None
 ) -> Iterator[Result]:
-    """fn over batches of at most `size` rows of src on Ray, yielded in input order: one
-    task per run of whole row groups (Parts.spans), which its worker reads itself, each row
-    group once (only `columns`). Not Ray's read_parquet: with a column selection, Ray Data
-    2.60 gave a part's row groups out of order (a 262,144-row part read as two blocks, the
-    second first) despite preserve_order, and rows would have been numbered wrong."""
+    """fn over the `size`-row batches a local run sees, on Ray, yielded in input order: one
+    task per span of consecutive batches (Parts.spans), which its worker reads itself (only
+    `columns`; a row group decoded at most twice). Not Ray's read_parquet: with a column
+    selection, Ray Data 2.60 gave a part's row groups out of order (a 262,144-row part read
+    as two blocks, the second first) despite preserve_order, and rows would have been
+    numbered wrong."""
     spans = Parts(src).spans(size)
-    if not spans:  # (Ray refuses a dataset of no blocks)
-        return
     for outs, counts in ray_tasks(cfg.run, spans, _span_task, (fn, ctx, columns, size)):
         rows = counts.pop(ROWS)
         yield outs, counts, rows
@@ -118,6 +117,8 @@ def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator
     run on as many workers as there are CPUs. Results are tagged with their task and put
     back in order here should Ray return them out of order (preserve_order is asked for, so
     normally nothing waits)."""
+    if not todo:  # (Ray refuses a dataset of no blocks)
+        return
     rd = _data(run)
 
     def udf(batch: pa.Table) -> Iterator[pa.Table]:
