@@ -53,10 +53,16 @@ class BenchmarkUnreadable(EnvError):
 
 
 def settings(cfg: Config) -> DedupConfig:
-    """How items are matched: [dedup]'s shingling with this section's fields and threshold."""
+    """How items are matched: [dedup]'s shingling with this section's fields and threshold,
+    and no change check (a benchmark's code seen in training leaks whatever edit it makes)."""
     c = cfg.decontaminate
     return updated(
-        cfg.dedup, "decontaminate", threshold=c.threshold, fields=list(c.fields), against=[]
+        cfg.dedup,
+        "decontaminate",
+        threshold=c.threshold,
+        fields=list(c.fields),
+        against=[],
+        change_threshold=0.0,
     )
 
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import index as ix
+from pipeline.dedup.change import change_elements, change_sets
 from pipeline.dedup.lsh import scan_cross
 from pipeline.dedup.shingles import item_shingles
 from tests.test_dedup_incremental import code, near_twin
@@ -43,19 +44,25 @@ def build(rows: list[dict], d: DedupConfig) -> ix.Index:
 def query(rows: list[dict], index: ix.Index, d: DedupConfig) -> tuple[set, dict]:
     f = frame(rows)
     offsets, values, sig = ix.shingle_and_sign(f, np.arange(f.height), d)
-    m = ix.match(index, sig, offsets, values, np.flatnonzero(np.diff(offsets) > 0), d)
+    change = change_sets(f["before"].to_arrow(), f["after"].to_arrow(), d.ngram)
+    m = ix.match(index, sig, offsets, values, np.flatnonzero(np.diff(offsets) > 0), d, change)
     got = zip(m.q, m.r, m.j, strict=True)
     return {(int(q), int(r), round(float(j), 9)) for q, r, j in got}, m.counts
 
 
-def brute(queries: list[dict], indexed: list[dict], t: float) -> set:
+def brute(queries: list[dict], indexed: list[dict], t: float, ct: float = 0.5) -> set:
+    """Pairs at or above t whose changes (change.change_elements) are at or above ct."""
     sets = [item_shingles(x, FIELDS, 5) for x in indexed]
+    changes = [change_elements(x["before"], x["after"], 5) for x in indexed]
     out = set()
     for q, x in enumerate(queries):
         a = item_shingles(x, FIELDS, 5)
+        ca = change_elements(x["before"], x["after"], 5)
         for r, b in enumerate(sets):
             j = len(a & b) / len(a | b)
-            if j >= t:
+            cb = changes[r]
+            cj = len(ca & cb) / len(ca | cb) if ca or cb else 1.0
+            if j >= t and cj >= ct:
                 out.add((q, r, round(j, 9)))
     return out
 

@@ -165,8 +165,12 @@ def test_two_one_line_edits_of_one_commit_and_file_never_merge():
         dict(common, before="    eq = True", after="    eq = default_eq"),
     ]
     assert dedup(rows).counts["removed"] == 0
-    # what the old default (path and comment shingled too) did to them
-    assert dedup(rows, fields=["path", "before", "after", "comment"]).counts["removed"] == 1
+    # what the old default (path and comment shingled too, no change check) did to them
+    old = dict(fields=["path", "before", "after", "comment"], change_threshold=0)
+    assert dedup(rows, **old).counts["removed"] == 1
+    # shingled so, they are near; their changes (`auto_detect=False,` put in; `True` ->
+    # `default_eq`) share nothing, so the change check keeps them apart all the same
+    assert dedup(rows, fields=old["fields"]).counts["removed"] == 0
 
 
 def _brute_jaccard(rows, fields=("before", "after")):

@@ -101,7 +101,7 @@ def test_funnel_matches_the_parquet_outputs(run):
     for (sev, reason), g in errs.group_by("severity", "reason"):
         assert reasons[("ingest", f"{sev}: {reason.split(':')[0]}")] == g.height
     near = pl.read_parquet(run / "dedup/removed.parquet").filter(pl.col("kind") == "near")
-    assert reasons[("dedup", "near-duplicate")] == near.height
+    assert reasons.get(("dedup", "near-duplicate"), 0) == near.height
     assert f["conservation"]["ok"] and not f["conservation"]["problems"]
 
 
@@ -132,16 +132,21 @@ def test_dedup_section_matches_clusters_and_edges(run):
     clusters = pl.read_parquet(run / "dedup/clusters.parquet")
     edges = pl.read_parquet(run / "dedup/edges.parquet")
     sizes = clusters.group_by("cluster_id").agg(pl.col("size").first())
-    assert x["clusters"] == sizes.height
+    sizes = sizes.filter(pl.col("size") > 1)  # a keeper alone in its star is no cluster
+    manifest = json.loads((run / "dedup/manifest.json").read_text())
+    assert x["clusters"] == sizes.height == manifest["counts"]["clusters"]
     assert sum(c["clusters"] for c in x["cluster_sizes"]) == sizes.height
     assert x["edges"] == edges.height
-    assert x["edges_at_threshold"] == edges.filter(pl.col("exact_j") >= x["threshold"]).height
+    same = pl.col("change_j") >= manifest["dedup_config"]["change_threshold"]
+    at = pl.col("exact_j") >= x["threshold"]
+    assert x["edges_at_threshold"] == edges.filter(same & at).height
+    assert x["edges_other_change"] == edges.filter(~same & at).height
     assert len(x["largest"]) == min(5, sizes.height)
     for c in x["largest"]:
         assert len(c["members"]) == min(8, c["size"])
         assert c["members"][0]["is_keeper"] and c["members"][0]["j"] == 1.0
     assert x["tune"] and x["tune"][0]["threshold"] == 0.5  # tune/sweep.csv was read
-    below = edges.filter(pl.col("exact_j") < x["threshold"]).sort("exact_j", descending=True)
+    below = edges.filter(same & ~at).sort("exact_j", descending=True)
     assert [b["exact_j"] for b in x["borderline_below"]] == [
         round(j, 4) for j in below["exact_j"].head(5)
     ]

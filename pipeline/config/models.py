@@ -98,9 +98,8 @@ class SourceConfig(Section):
         _item_field_keys(v)
         for k, name in v.items():
             if name not in TRANSFORM_NAMES:
-                raise FieldProblem(
-                    k, f"{name!r} is not a transform; use one of {', '.join(TRANSFORM_NAMES)}"
-                )
+                m = f"{name!r} is not a transform; use one of {', '.join(TRANSFORM_NAMES)}"
+                raise FieldProblem(k, m)
         return v
 
     @field_validator("required")
@@ -156,10 +155,8 @@ class IngestConfig(Section):
         for i, s in enumerate(self.sources):
             n = s.display_name()
             if n in seen:
-                raise FieldProblem(
-                    f"sources.{i}.name",
-                    f"two sources are both named {n!r}; give each a distinct `name`",
-                )
+                m = f"two sources are both named {n!r}; give each a distinct `name`"
+                raise FieldProblem(f"sources.{i}.name", m)
             seen.add(n)
         return self
 
@@ -178,6 +175,9 @@ class DedupConfig(Section):
 
     # exact shingle Jaccard at or above which two items are duplicates
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    # ... and the Jaccard of their changes (what each edit removes and puts in, shingled) at
+    # or above this, so two edits of one line are not duplicates; 0 = off; needs before+after
+    change_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     # Item text fields shingled; each shingle is tagged with its field, the set is the union.
     # Default: the edit itself. Path and comment (often the commit subject) dominate small
     # hunks and merged distinct edits of one commit; add them back here if wanted.
@@ -185,7 +185,7 @@ class DedupConfig(Section):
     shingle: ShingleMode = "tokens"  # tokens (code-aware \w+|[^\w\s]) or chars (code points)
     ngram: int = Field(default=5, ge=1)  # tokens (or chars) per shingle
     num_perm: int = Field(default=256, ge=1)  # MinHash permutations (datasketch affine32)
-    seed: int = 1  # permutation seed, as datasketch.MinHash(seed=...)
+    seed: int = Field(default=1, ge=0, lt=1 << 32)  # permutation seed, as datasketch.MinHash
     bands: int = Field(default=32, ge=1)  # LSH bands x rows: 32 x 8 gives P(J=0.8) = 0.997
     rows: int = Field(default=8, ge=1)
     # A band bucket with more items is scanned pairwise on signatures instead of expanded to
@@ -215,34 +215,31 @@ class DedupConfig(Section):
     @field_validator("fields")
     @classmethod
     def _fields(cls, v: list[str]) -> list[str]:
-        return each_in(v, TEXT_FIELDS, "a text field")
+        return paths_listed(each_in(v, TEXT_FIELDS, "a text field"), "a text field")  # no repeat
 
     @field_validator("keeper")
     @classmethod
     def _keeper(cls, v: list[str]) -> list[str]:
         for i, k in enumerate(v):
             if k.removeprefix("-") not in RANK_KEY_NAMES:
-                raise FieldProblem(
-                    str(i),
-                    f"{k!r} is not a rank key; use {', '.join(RANK_KEY_NAMES)} "
-                    "('-' = largest first)",
-                )
+                m = f"{k!r} is not a rank key; use {', '.join(RANK_KEY_NAMES)}"
+                raise FieldProblem(str(i), f"{m} ('-' = largest first)")
         return v
 
     @model_validator(mode="after")
     def _lsh(self) -> DedupConfig:
-        if self.bands * self.rows > self.num_perm:
-            raise FieldProblem(
-                "bands",
-                f"bands x rows = {self.bands} x {self.rows} = {self.bands * self.rows} "
-                f"must fit in num_perm ({self.num_perm})",
-            )
+        if (br := self.bands * self.rows) > self.num_perm:
+            m = f"bands x rows = {self.bands} x {self.rows} = {br} must fit in num_perm"
+            raise FieldProblem("bands", f"{m} ({self.num_perm})")
         if self.max_bucket < self.bucket_cap:
-            raise FieldProblem(
-                "max_bucket",
-                f"must be >= bucket_cap ({self.bucket_cap}), got {self.max_bucket}",
-            )
+            m = f"must be >= bucket_cap ({self.bucket_cap}), got {self.max_bucket}"
+            raise FieldProblem("max_bucket", m)
         return self
+
+    @property
+    def checks_change(self) -> bool:
+        """Whether a duplicate must also make the same change (before and after shingled)."""
+        return self.change_threshold > 0 and {"before", "after"} <= set(self.fields)
 
 
 class ShapesConfig(Section):
@@ -257,7 +254,7 @@ class ShapesConfig(Section):
     cap_other: int = Field(default=2, ge=1)  # cap: items kept per other group
     context_key: bool = False  # add the nearest context line to the group key
     window: int = Field(default=16, ge=1)  # spread: items per window (micro-batch x accum)
-    seed: int = 0  # spread: seed of the batch order
+    seed: int = Field(default=0, ge=0, lt=1 << 32)  # spread: seed of the batch order
 
 
 def iso_cutoff(after: str) -> datetime:
@@ -270,7 +267,7 @@ class ExportConfig(Section):
 
     split_by: SplitBy = "ratio"  # ratio (seeded, whole groups) | repo (whole repos) | time
     ratios: list[float] = Field(default_factory=lambda: [0.9, 0.05, 0.05])  # train/val/test
-    seed: int = 0  # seed of the group order the splits are dealt from
+    seed: int = Field(default=0, ge=0, lt=1 << 32)  # seed of the group order of the splits
     scope: ExportScope = "repo"  # shape groups kept in one split
     after: str = ""  # time: ISO date; a group with an item at or after it goes to test
     format: ExportFormat = "plain"  # plain | sft (adds prompt, completion: pipeline/template.py)
@@ -303,7 +300,7 @@ class SmokeConfig(Section):
     micro_batch: int = Field(default=1, ge=1)  # items per forward/backward
     grad_accum: int = Field(default=16, ge=1)  # micro-batches per optimizer step
     max_len: int = Field(default=1024, ge=1)  # tokens per item after truncation
-    seed: int = 0  # model init, LoRA init and (without batch_order) the item order
+    seed: int = Field(default=0, ge=0, lt=1 << 32)  # init, LoRA and (no batch_order) order
     warmup: float = Field(default=0.1, ge=0, le=1)  # fraction of steps with a linear warmup
     schedule: str = Field(default="cosine", pattern="^(cosine|linear)$")  # decay to 0.1 x lr
     grad_checkpointing: bool = False  # activation checkpointing: less memory, more compute

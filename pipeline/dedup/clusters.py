@@ -62,22 +62,31 @@ def _jaccard(va, i, ie, vb, j, je):
 
 
 @nb.njit(parallel=True, cache=True)
-def exact_jaccard(offsets, values, a, b):
-    """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k]."""
+def exact_jaccard(offsets, values, a, b, empty=0.0):
+    """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k]; `empty`
+    for two empty sets (change sets: two edits that change nothing are the same change)."""
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
-        out[k] = _jaccard(values, offsets[x], offsets[x + 1], values, offsets[y], offsets[y + 1])
+        if offsets[x] == offsets[x + 1] and offsets[y] == offsets[y + 1]:
+            out[k] = empty
+        else:
+            out[k] = _jaccard(
+                values, offsets[x], offsets[x + 1], values, offsets[y], offsets[y + 1]
+            )
     return out
 
 
 @nb.njit(parallel=True, cache=True)
-def exact_jaccard_cross(oa, va, ob, vb, a, b):
+def exact_jaccard_cross(oa, va, ob, vb, a, b, empty=0.0):
     """exact_jaccard of item a[k] of one CSR set (oa, va) and item b[k] of another (ob, vb)."""
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
-        out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
+        if oa[x] == oa[x + 1] and ob[y] == ob[y + 1]:
+            out[k] = empty
+        else:
+            out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
     return out
 
 

@@ -150,6 +150,7 @@ def find(
         lambda b: store.band(b)[rep_row[eligible]],
         lambda items: store.sig(rep_row[items]),
         lambda items: store.shingles(rep_row[items]),
+        (lambda items: store.changes(rep_row[items])) if store.has_change else None,
     )
     claims = _claims(index, w, reps, query, d) if index is not None else None
 
@@ -253,7 +254,7 @@ def _graph(
 ) -> Graph:
     """ray_pairs.graph on the driver: the candidates verified (on the run's executor),
     stars and components of those at or above the threshold and of `extra`."""
-    exact_j, est_j = verify(store, rows, cand.a, cand.b, run)
+    exact_j, est_j, change_j = verify(store, rows, cand.a, cand.b, run)
     keep_edge = exact_j >= min(d.edge_floor, d.threshold)
     edges = pa.table(
         {
@@ -261,9 +262,10 @@ def _graph(
             "b": rep_ids.gather(cand.b[keep_edge]).to_arrow(),
             "est_j": est_j[keep_edge],
             "exact_j": exact_j[keep_edge],
+            "change_j": change_j[keep_edge],
         }
     )
-    near = exact_j >= d.threshold
+    near = (exact_j >= d.threshold) & (change_j >= d.change_threshold)
     na, nb_ = np.concatenate([cand.a[near], extra[0]]), np.concatenate([cand.b[near], extra[1]])
     nj = np.concatenate([exact_j[near], extra[2]])
     keeper, jk = C.stars(order, na, nb_, nj)
@@ -271,6 +273,7 @@ def _graph(
         "candidate_pairs": len(cand.a),
         "edges": edges.num_rows,
         "near_edges": int(near.sum()),
+        "near_other_change": int(((exact_j >= d.threshold) & ~near).sum()),
         "kept_pairs_above_threshold": int(((keeper[na] == na) & (keeper[nb_] == nb_)).sum()),
     }
     return Graph(keeper, jk, C.components(len(order), na, nb_), counts, iter([edges]))
@@ -384,7 +387,7 @@ def find_duplicates(
     in a temp folder (under `work` if given); the result also holds the kept rows'
     signatures and shingle counts."""
     with tempfile.TemporaryDirectory(prefix="dedup-", dir=work) as tmp:
-        store = Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows)
+        store = Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
         batches = (df.slice(s, d.batch_size) for s in range(0, df.height, d.batch_size))
         ties = df.select("source", "source_ref")
         keys = scan(batches, d, store, advance)  # (df is the caller's: nothing to free early)

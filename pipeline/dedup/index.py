@@ -40,6 +40,7 @@ import pyarrow as pa
 # pyarrow.parquet, pipeline.runs and store are imported where used: shingle_and_sign alone
 # (decontaminate, the speed bench) needs none of them, and they cost it 15 ms of start-up.
 from pipeline.config import DedupConfig
+from pipeline.dedup.change import change_sets
 from pipeline.dedup.clusters import exact_jaccard_cross
 from pipeline.dedup.lsh import band_keys, in_order, min_equal_slots, scan_cross, scan_floor
 from pipeline.dedup.minhash import permutations
@@ -218,13 +219,15 @@ class Matches:
 class Query:
     """The items matched against an index, read only as the match needs them (dedup keeps
     its own on disk, store.py): `keys(b)` is band b's keys of the items `eligible` (in that
-    order); `sigs(items)` and `sets(items)` the signatures and CSR shingle sets of the given
-    items (sorted, unique), in that order."""
+    order); `sigs(items)`, `sets(items)` and `changes(items)` the signatures, CSR shingle sets
+    and CSR change sets (when the match checks changes) of the given items (sorted, unique),
+    in that order."""
 
     eligible: np.ndarray
     keys: Callable[[int], np.ndarray]
     sigs: Callable[[np.ndarray], np.ndarray]
     sets: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    changes: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
 
     @classmethod
     def of(
@@ -234,8 +237,10 @@ class Query:
         values: np.ndarray,
         eligible: np.ndarray,
         rows: int,
+        change: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> Query:
-        """Query items held in memory: rows `eligible` of sig and of the CSR offsets/values."""
+        """Query items held in memory: rows `eligible` of sig and of the CSR offsets/values
+        (and of the CSR change sets `change`)."""
         from pipeline.dedup.store import csr_take
 
         e = np.ascontiguousarray(eligible, dtype=np.int64)
@@ -244,6 +249,7 @@ class Query:
             lambda b: band_keys(sig, e, b, b + 1, rows)[0],
             lambda items: sig[items],
             lambda items: csr_take(offsets, values, items),
+            None if change is None else lambda items: csr_take(*change, items),
         )
 
 
@@ -281,10 +287,12 @@ def match(
     values: np.ndarray,
     eligible: np.ndarray,
     d: DedupConfig,
+    change: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Matches:
-    """Verified pairs (query item, index row) at or above d.threshold: query items are the
-    rows `eligible` of sig (with their CSR shingle sets offsets/values)."""
-    return match_query(index, Query.of(sig, offsets, values, eligible, d.rows), d)
+    """Verified pairs (query item, index row) at or above d.threshold (and making the same
+    change): query items are the rows `eligible` of sig (with their CSR shingle sets
+    offsets/values, and change sets `change` when d.checks_change)."""
+    return match_query(index, Query.of(sig, offsets, values, eligible, d.rows, change), d)
 
 
 def match_query(index: Index, query: Query, d: DedupConfig) -> Matches:
@@ -330,13 +338,20 @@ def match_query(index: Index, query: Query, d: DedupConfig) -> Matches:
     rows, local = np.unique(r, return_inverse=True)
     text = index.take(rows, list(d.fields))
     io, iv = shingle_sets([text[f] for f in d.fields], list(d.fields), d.ngram, d.shingle)
-    j = np.empty(len(codes), dtype=np.float64)
+    j, cj = np.empty(len(codes), dtype=np.float64), np.ones(len(codes), dtype=np.float64)
+    if d.checks_change:
+        if query.changes is None:
+            raise ValueError("dedup.change_threshold is on: the query needs its change sets")
+        co, cv = change_sets(text["before"], text["after"], d.ngram)
     for s in range(0, len(codes), VERIFY_CHUNK):  # the query side's sets a chunk at a time
         qu, qi = np.unique(q[s : s + VERIFY_CHUNK], return_inverse=True)
         qo, qv = query.sets(qu)
-        lr = local[s : s + VERIFY_CHUNK].astype(np.int64)
-        j[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qo, qv, io, iv, qi.astype(np.int64), lr)
-    ok = j >= d.threshold
+        qi, lr = qi.astype(np.int64), local[s : s + VERIFY_CHUNK].astype(np.int64)
+        j[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qo, qv, io, iv, qi, lr)
+        if query.changes is not None and d.checks_change:
+            qco, qcv = query.changes(qu)
+            cj[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qco, qcv, co, cv, qi, lr, 1.0)
+    ok = (j >= d.threshold) & (cj >= d.change_threshold)
     return Matches(q[ok], r[ok], j[ok], counts)
 
 

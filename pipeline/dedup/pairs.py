@@ -1,5 +1,6 @@
-"""Verification of candidate pairs: exact Jaccard of their shingle sets, and the MinHash
-estimate (for edges.parquet), a chunk of pairs at a time on the run's executor. Each chunk
+"""Verification of candidate pairs: exact Jaccard of their shingle sets, the MinHash
+estimate (for edges.parquet) and the Jaccard of their change sets (1 where the store keeps
+none), a chunk of pairs at a time on the run's executor. Each chunk
 reads only its own rows' sets from the store file (store.Sets), so a worker needs the pairs
 and the file, never the whole corpus."""
 
@@ -17,46 +18,54 @@ from pipeline.dedup.store import Sets, Store
 from pipeline.executors import tasks
 
 EDGE_SCHEMA = pa.schema(  # edges.parquet: the verified pairs at or above edge_floor
-    [("a", pa.string()), ("b", pa.string()), ("est_j", pa.float64()), ("exact_j", pa.float64())]
+    [
+        ("a", pa.string()),
+        ("b", pa.string()),
+        ("est_j", pa.float64()),
+        ("exact_j", pa.float64()),
+        ("change_j", pa.float64()),
+    ]
 )
 VERIFY_CHUNK = 1 << 15  # candidate pairs verified at once: their rows' sets read per chunk
 
 
 def verify(
     store: Store, rows: np.ndarray, a: np.ndarray, b: np.ndarray, run: RunConfig | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(exact J, estimated J) of the pairs (a[k], b[k]) of items whose store rows are `rows`,
-    a chunk of pairs at a time on the run's executor (locally in this process)."""
-    exact = np.empty(len(a), dtype=np.float64)
-    est = np.empty(len(a), dtype=np.float64)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(exact J, estimated J, change J) of the pairs (a[k], b[k]) of items whose store rows
+    are `rows`, a chunk of pairs at a time on the run's executor (locally in this process)."""
+    out = [np.empty(len(a), dtype=np.float64) for _ in range(3)]
     todo = [(s, min(s + VERIFY_CHUNK, len(a))) for s in range(0, len(a), VERIFY_CHUNK)]
     at = 0
     for outs, _ in tasks(run or RunConfig(), todo, verify_chunk, (store.sets(), rows, a, b)):
         j = outs["j"]
-        exact[at : at + j.num_rows] = j["exact"].to_numpy()
-        est[at : at + j.num_rows] = j["est"].to_numpy()
+        for o, name in zip(out, ("exact", "est", "change"), strict=True):
+            o[at : at + j.num_rows] = j[name].to_numpy()
         at += j.num_rows
-    return exact, est
+    return out[0], out[1], out[2]
 
 
 def verify_chunk(
     span: tuple[int, int], ctx: tuple[Sets, np.ndarray, np.ndarray, np.ndarray]
 ) -> Any:
-    """Pairs [s, e): their exact and estimated J."""
+    """Pairs [s, e): their exact, estimated and change J."""
     sets, rows, a, b = ctx
-    exact, est = jaccards(sets, rows, a[span[0] : span[1]], b[span[0] : span[1]])
-    yield {"j": pa.table({"exact": exact, "est": est})}, {}
+    exact, est, change = jaccards(sets, rows, a[span[0] : span[1]], b[span[0] : span[1]])
+    yield {"j": pa.table({"exact": exact, "est": est, "change": change})}, {}
 
 
 def jaccards(
     sets: Sets, rows: np.ndarray, a: np.ndarray, b: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(exact J, estimated J) of the pairs (a[k], b[k]) (one chunk): only their sets are
-    read, signatures made from them."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(exact J, estimated J, change J) of the pairs (a[k], b[k]) (one chunk): only their
+    sets are read, signatures made from them."""
     aa, bb = rows[a], rows[b]
     u, inv = np.unique(np.concatenate([aa, bb]), return_inverse=True)
     inv = inv.reshape(-1).astype(np.int64)
     la, lb = inv[: len(aa)], inv[len(aa) :]
     offsets, values = sets.shingles(u)
     sig = signatures(offsets, values, *sets.perm)
-    return C.exact_jaccard(offsets, values, la, lb), C.est_jaccard(sig, la, lb)
+    exact, est = C.exact_jaccard(offsets, values, la, lb), C.est_jaccard(sig, la, lb)
+    ch = sets.changes(u)
+    change = np.ones(len(a)) if ch is None else C.exact_jaccard(*ch, la, lb, 1.0)
+    return exact, est, change

@@ -135,10 +135,12 @@ def graph(
     floor = min(d.edge_floor, d.threshold)
     kept = verified.map_batches(partial(_at_least, floor=floor), batch_format="numpy")
     kept = kept.materialize()
-    near = kept.map_batches(partial(_near, threshold=d.threshold), batch_format="numpy")
-    near = near.materialize()
+    at = (d.threshold, d.change_threshold)
+    near = kept.map_batches(partial(_near, at=at), batch_format="numpy").materialize()
     counts = {"candidate_pairs": verified.count(), "edges": kept.count()}
     counts["near_edges"] = near.count()
+    other = kept.map_batches(partial(_other_change, at=at), batch_format="numpy")
+    counts["near_other_change"] = total(other, "n") if counts["edges"] else 0
     m = counts["near_edges"] + len(extra[0])
     if len(extra[0]):
         a, b, j = extra
@@ -160,12 +162,11 @@ def _verify(t: pa.Table, refs: tuple[Any, Any]) -> pa.Table:
     sets, rows = ray.get(refs[0]), ray.get(refs[1])
     p = lsh.sorted_unique(np.array(t["p"].to_numpy()))  # a copy: sorted in place
     a, b = (p >> np.uint64(32)).astype(np.int64), (p & LOW).astype(np.int64)
-    exact = np.empty(len(p), dtype=np.float64)
-    est = np.empty(len(p), dtype=np.float64)
+    exact, est, change = (np.empty(len(p), dtype=np.float64) for _ in range(3))
     for s in range(0, len(p), VERIFY_CHUNK):
         e = s + VERIFY_CHUNK
-        exact[s:e], est[s:e] = jaccards(sets, rows, a[s:e], b[s:e])
-    return pa.table({"p": p, "est": est, "exact": exact})
+        exact[s:e], est[s:e], change[s:e] = jaccards(sets, rows, a[s:e], b[s:e])
+    return pa.table({"p": p, "est": est, "exact": exact, "change": change})
 
 
 def _at_least(batch: dict[str, np.ndarray], floor: float) -> dict[str, np.ndarray]:
@@ -173,12 +174,19 @@ def _at_least(batch: dict[str, np.ndarray], floor: float) -> dict[str, np.ndarra
     return {k: v[keep] for k, v in batch.items()}
 
 
-def _near(batch: dict[str, np.ndarray], threshold: float) -> dict[str, np.ndarray]:
-    """The edges at or above the threshold as ray_graph's (a, b, j, k: p, their order)."""
-    keep = batch["exact"] >= threshold
+def _near(batch: dict[str, np.ndarray], at: tuple[float, float]) -> dict[str, np.ndarray]:
+    """The edges at or above the threshold that make the same change (change J at or above
+    the change threshold) as ray_graph's (a, b, j, k: p, their order)."""
+    keep = (batch["exact"] >= at[0]) & (batch["change"] >= at[1])
     p = batch["p"][keep]
     a, b = (p >> np.uint64(32)).astype(np.int64), (p & LOW).astype(np.int64)
     return {"a": a, "b": b, "j": batch["exact"][keep], "k": p}
+
+
+def _other_change(batch: dict[str, np.ndarray], at: tuple[float, float]) -> dict[str, np.ndarray]:
+    """How many edges are at or above the threshold but make another change."""
+    n = int(((batch["exact"] >= at[0]) & (batch["change"] < at[1])).sum())
+    return {"n": np.array([n])}
 
 
 def _kept(batch: dict[str, np.ndarray], ref: Any) -> dict[str, np.ndarray]:
@@ -202,5 +210,6 @@ def _edge_tables(kept: Any, n: int, rep_ids: pl.Series) -> Iterator[pa.Table]:
                 "b": rep_ids.gather((p & LOW).astype(np.int64)).to_arrow(),
                 "est_j": t["est"],
                 "exact_j": t["exact"],
+                "change_j": t["change"],
             }
         )

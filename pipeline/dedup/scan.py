@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import clusters as C
+from pipeline.dedup.change import change_sets
 from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import permutations
 from pipeline.dedup.shingles import signed_sets
@@ -79,7 +80,8 @@ def scan_context(d: DedupConfig) -> tuple[DedupConfig, np.ndarray, np.ndarray]:
 def scan_batch(batch: pa.RecordBatch | pa.Table, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-item work of dedup on one input batch, a pure function any executor runs:
     `rows` (id, the keeper rank's values `_rank{k}`, `_blank`, `_h0`, `_h1`) and `sets` (each
-    row's sorted shingle set and its band keys, made with its MinHash signature in one pass)."""
+    row's sorted shingle set and its band keys, made with its MinHash signature in one pass,
+    and, when d.checks_change, its change set)."""
     d, a, b = ctx
     fields = list(d.fields)
     blank = pl.all_horizontal(
@@ -94,23 +96,40 @@ def scan_batch(batch: pa.RecordBatch | pa.Table, ctx: Any) -> tuple[dict[str, An
     text = df.select(pl.col(f).fill_null("") for f in fields)
     small = df.select("id", *ranks).with_columns(text.select(blank).to_series())
     del df
-    offsets, values, keys = [np.zeros(1, np.int64)], [], []
+    sh, ch, keys = _Csr(), _Csr(), []
     for s in range(0, text.height, SUB_BATCH):
         cols = [text[f].slice(s, SUB_BATCH).to_arrow() for f in fields]
         offs, vals, sig = signed_sets(cols, fields, d.ngram, d.shingle, a, b)
         keys.append(band_keys(sig, np.arange(len(sig), dtype=np.int64), 0, d.bands, d.rows).T)
-        offsets.append(offs[1:] + offsets[-1][-1])
-        values.append(vals)
-    flat = np.concatenate(values) if values else np.empty(0, np.uint32)
+        sh.add(offs, vals)
+        if d.checks_change:
+            b_, a_ = (text[f].slice(s, SUB_BATCH).to_arrow() for f in ("before", "after"))
+            ch.add(*change_sets(b_, a_, d.ngram))
     key = np.concatenate(keys) if keys else np.empty((0, d.bands), np.uint64)
-    sets = pa.table(
-        {
-            "shingles": pa.LargeListArray.from_arrays(np.concatenate(offsets), flat),
-            "band_keys": pa.FixedSizeListArray.from_arrays(key.ravel(), d.bands),
-        }
-    )
+    sets = {
+        "shingles": sh.array(),
+        "band_keys": pa.FixedSizeListArray.from_arrays(key.ravel(), d.bands),
+    }
+    if d.checks_change:
+        sets["change"] = ch.array()
     rows = pl.concat([small, content_hash(text, fields)], how="horizontal")
-    return {"rows": rows, "sets": sets}, {}
+    return {"rows": rows, "sets": pa.table(sets)}, {}
+
+
+class _Csr:
+    """CSR sets of consecutive sub-batches, joined into one list array."""
+
+    def __init__(self) -> None:
+        self.offsets: list[np.ndarray] = [np.zeros(1, np.int64)]
+        self.values: list[np.ndarray] = []
+
+    def add(self, offs: np.ndarray, vals: np.ndarray) -> None:
+        self.offsets.append(offs[1:] + self.offsets[-1][-1])
+        self.values.append(vals)
+
+    def array(self) -> pa.Array:
+        flat = np.concatenate(self.values) if self.values else np.empty(0, np.uint32)
+        return pa.LargeListArray.from_arrays(np.concatenate(self.offsets), flat)
 
 
 def collect(
@@ -126,13 +145,11 @@ def collect(
         rows = outs["rows"]
         frames.append(rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(pl.from_arrow(rows)))
         sets = outs["sets"].combine_chunks()
-        sh = sets.column("shingles").chunk(0) if sets.num_rows else None
-        if sh is not None:
-            offs = sh.offsets.to_numpy().astype(np.int64)
-            vals = sh.values.to_numpy(zero_copy_only=False)[offs[0] : offs[-1]]
+        if sets.num_rows:
             key = sets.column("band_keys").chunk(0).flatten().to_numpy()
-            store.add(offs - offs[0], vals, key.reshape(-1, d.bands).T)
-        del outs, sets, sh
+            change = _csr(sets, "change") if store.has_change else None
+            store.add(*_csr(sets, "shingles"), key.reshape(-1, d.bands).T, change)
+        del outs, sets
         if advance:
             advance(n)
     store.seal()
@@ -144,6 +161,13 @@ def collect(
             | {"_blank": pl.Boolean, "_h0": pl.UInt64, "_h1": pl.UInt64}
         )
     return pl.concat(frames, rechunk=True)
+
+
+def _csr(sets: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets from 0, values) of a list column of one chunk."""
+    col = sets.column(name).chunk(0)
+    offs = col.offsets.to_numpy().astype(np.int64)
+    return offs - offs[0], col.values.to_numpy(zero_copy_only=False)[offs[0] : offs[-1]]
 
 
 def scan(

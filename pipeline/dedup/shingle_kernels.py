@@ -1,4 +1,5 @@
-"""The compiled half of shingles.py: tokenise, hash, sort and (optionally) sign a batch.
+"""The compiled half of shingles.py (tokenise, hash, sort and optionally sign a batch) and
+of change.py (what each edit removes and puts in).
 
 One kernel does a batch, chunk by chunk in parallel: each item's fields are tokenised from
 the UTF-8 bytes, its shingles hashed (shingles.py's definition, bit for bit), sorted and made
@@ -267,4 +268,132 @@ def shingle_kernel(data, offs, tags, n, chars, cls, one, chunks, start, out, cou
             if a.shape[0]:
                 _sign_row(out, w, w + u, a, b, row)
                 sig[i, :] = row
+            w += u
+
+
+# ---------------------------------------------------------------- change sets (change.py)
+
+
+@nb.njit(inline="always")
+def _cont(byte):
+    return (byte & 0xC0) == 0x80  # a UTF-8 continuation byte
+
+
+@nb.njit(inline="always")
+def _word(data, i, cls):  # whether the code point starting at byte i is \\w
+    b = data[i]
+    return cls[b] == 1 if b < 0x80 else cls[_cp(data, i, _cp_len(b))] == 1
+
+
+@nb.njit(inline="always")
+def _back(data, i):  # the start of the code point ending just before byte i
+    i -= 1
+    while i > 0 and _cont(data[i]):
+        i -= 1
+    return i
+
+
+@nb.njit
+def _span(data, b0, b1, a0, a1, cls):
+    """change.change_span on bytes: (p, s) bytes of common prefix and suffix kept."""
+    lb, la, p, s = b1 - b0, a1 - a0, 0, 0
+    while p < lb and p < la and data[b0 + p] == data[a0 + p]:
+        p += 1
+    while p > 0 and ((p < lb and _cont(data[b0 + p])) or (p < la and _cont(data[a0 + p]))):
+        p -= 1
+    while s < lb - p and s < la - p and data[b1 - 1 - s] == data[a1 - 1 - s]:
+        s += 1
+    while s > 0 and _cont(data[b1 - s]):
+        s -= 1
+    if p > 0 and _word(data, _back(data, b0 + p), cls):
+        if (p < lb - s and _word(data, b0 + p, cls)) or (p < la - s and _word(data, a0 + p, cls)):
+            while p > 0 and _word(data, _back(data, b0 + p), cls):
+                p = _back(data, b0 + p) - b0
+    if s > 0 and _word(data, b1 - s, cls):
+        if (lb - s > p and _word(data, _back(data, b1 - s), cls)) or (
+            la - s > p and _word(data, _back(data, a1 - s), cls)
+        ):
+            while s > 0 and _word(data, b1 - s, cls):
+                s -= _cp_len(data[b1 - s])
+    return p, s
+
+
+@nb.njit
+def _toks(data, s, e, mode, cls, one, out):
+    """Tokens of data[s:e]: \\w runs; mode >= 1 each other symbol too, mode 2 \\s runs too."""
+    nt, i, run, rc = 0, s, -1, -1
+    while i < e:
+        b = data[i]
+        n = 1 if b < 0x80 else _cp_len(b)
+        c = cls[b] if b < 0x80 else cls[_cp(data, i, n)]
+        if run >= 0 and c != rc:
+            out[nt] = _mix_k(_murmur_bytes(data, run, i))
+            nt, run = nt + 1, -1
+        if c == 2 and mode >= 1:
+            out[nt] = _mix_k(np.uint64(one[b]) if n == 1 else _murmur_bytes(data, i, i + n))
+            nt += 1
+        elif c != 2 and run < 0 and (c == 1 or mode == 2):
+            run, rc = i, c
+        i += n
+    if run >= 0:
+        out[nt] = _mix_k(_murmur_bytes(data, run, e))
+        nt += 1
+    return nt
+
+
+@nb.njit(inline="always")
+def _left(x, nx, y, ny, h0, raw, m):
+    """raw[m:] = hash(tag, token, k) of the multiset x - y (sorted; k: the copy); new m."""
+    j, k = 0, 0
+    for q in range(nx):
+        k = k if q > 0 and x[q] == x[q - 1] else 0
+        while j < ny and y[j] < x[q]:
+            j += 1
+        if j < ny and y[j] == x[q]:
+            j += 1
+            continue
+        k += 1
+        h = _mix_h(_mix_h(h0, np.uint64(x[q])), _mix_k(np.uint64(k)))
+        raw[m] = np.uint32(_fmix(h ^ np.uint64(12)))
+        m += 1
+    return m
+
+
+@nb.njit(parallel=True, cache=True)
+def change_kernel(data, offs, tags, n, cls, one, chunks, start, out, counts):
+    """change.change_sets' kernel: item i's change set written like shingle_kernel's sets
+    (offs[0]: before, offs[1]: after; tags: the two sides' field tags)."""
+    h0 = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[0])))
+    h1 = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[1])))
+    for c in nb.prange(chunks.shape[0] - 1):
+        longest = 1
+        for i in range(chunks[c], chunks[c + 1]):
+            longest = max(longest, offs[0, i + 1] - offs[0, i], offs[1, i + 1] - offs[1, i])
+        x, y = np.empty(longest, np.uint32), np.empty(longest, np.uint32)
+        raw = np.empty(2 * longest, np.uint32)
+        cnt = np.empty(min(4 * longest, 1 << 16) + 1, dtype=np.int64)
+        w = start[c]
+        for i in range(chunks[c], chunks[c + 1]):
+            b0, b1, a0, a1 = offs[0, i], offs[0, i + 1], offs[1, i], offs[1, i + 1]
+            p, s = _span(data, b0, b1, a0, a1, cls)
+            b0, b1, a0, a1 = b0 + p, b1 - s, a0 + p, a1 - s
+            m = 0
+            for mode in (0, 1, 2):  # words, else symbols too, else whitespace too
+                nx = _toks(data, b0, b1, mode, cls, one, x)
+                ny = _toks(data, a0, a1, mode, cls, one, y)
+                x[:nx].sort()
+                y[:ny].sort()
+                m = _left(x, nx, y, ny, h0, raw, 0)
+                m = _left(y, ny, x, nx, h1, raw, m)
+                if m:
+                    break
+            if m == 0:  # the same tokens and whitespace, reordered: the spans' shingles
+                for lo, hi, h in ((b0, b1, h0), (a0, a1, h1)):
+                    nt = _tokenise(data, lo, hi, False, cls, one, x)
+                    if nt:
+                        k = n if nt >= n else nt
+                        _shingles(h, x, k, raw[m : m + nt - k + 1])
+                        m += nt - k + 1
+            u = _sort_unique(raw, m, out, w, cnt)
+            counts[i] = u
             w += u

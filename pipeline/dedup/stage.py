@@ -135,7 +135,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         shutil.rmtree(old, ignore_errors=True)
     work = io.dir / f".dedup-work.{os.getpid()}"
     try:
-        store = Store(work / "store", d.num_perm, d.seed, d.bands, d.rows)
+        store = Store(work / "store", d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
         with io.progress() as bar:
             task = bar.add_task("dedup: shingles + MinHash", total=pf.num_rows)
             # the per-item work (shingles, MinHash, band keys) on the configured executor

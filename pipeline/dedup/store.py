@@ -4,6 +4,7 @@ At 10M items the shingle sets are a few GB and the signatures 10 GB (256 x uint3
 the stage writes what it needs later batch by batch and reads back only what a step needs:
 
     shingles.u32     every row's sorted shingle set back to back (offsets stay in memory)
+    change.u32       every row's change set likewise (when dedup.change_threshold is on)
     band-BBB.u64     uint64[N]: band B's LSH key of every row (a band is read whole)
 
 Signatures are not stored: the few a step needs (candidate pairs, big buckets, the kept
@@ -100,74 +101,117 @@ def csr_take(
 
 
 class Sets:
-    """Read access to a sealed store's shingle sets (its file, offsets and permutations):
-    small enough to hand to a worker, which reads the file itself (the run folder is where
-    the executor's workers read the stage inputs too)."""
+    """Read access to a sealed store's shingle sets and change sets (their files, offsets and
+    the permutations): small enough to hand to a worker, which reads the files itself (the
+    run folder is where the executor's workers read the stage inputs too)."""
 
-    def __init__(self, path: Path, offsets: np.ndarray, perm: tuple[np.ndarray, np.ndarray]):
-        self.path, self.offsets, self.perm = path, offsets, perm
+    def __init__(
+        self,
+        path: Path,
+        offsets: np.ndarray,
+        perm: tuple[np.ndarray, np.ndarray],
+        change: tuple[Path, np.ndarray] | None = None,
+    ):
+        self.path, self.offsets, self.perm, self.change = path, offsets, perm, change
 
     def shingles(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shingle sets of `rows` (any order, repeats allowed) as CSR, in that order."""
-        u, inv = np.unique(np.asarray(rows, np.int64), return_inverse=True)
-        lo, hi = self.offsets[u], self.offsets[u + 1]
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            buf, at = read_spans(fd, 4 * lo, 4 * hi)
-        finally:
-            os.close(fd)
-        values = take_ranges(buf.view(np.uint32), at // 4, hi - lo)  # spans are whole words
-        offsets = np.zeros(len(u) + 1, np.int64)
-        np.cumsum(hi - lo, out=offsets[1:])
-        if np.array_equal(u, rows):  # already sorted and unique: no second copy
-            return offsets, values
-        return csr_take(offsets, values, inv.reshape(-1))
+        return read_csr(self.path, self.offsets, rows)
+
+    def changes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The change sets of `rows` as shingles() gives sets, or None: not made (the check
+        is off)."""
+        return None if self.change is None else read_csr(*self.change, rows)
+
+
+def read_csr(path: Path, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows `rows` (any order, repeats allowed) of the CSR sets in file `path` (uint32 values
+    back to back; row k is offsets[k]:offsets[k+1]), as a CSR of their own, in that order."""
+    u, inv = np.unique(np.asarray(rows, np.int64), return_inverse=True)
+    lo, hi = offsets[u], offsets[u + 1]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        buf, at = read_spans(fd, 4 * lo, 4 * hi)
+    finally:
+        os.close(fd)
+    values = take_ranges(buf.view(np.uint32), at // 4, hi - lo)  # spans are whole words
+    local = np.zeros(len(u) + 1, np.int64)
+    np.cumsum(hi - lo, out=local[1:])
+    if np.array_equal(u, rows):  # already sorted and unique: no second copy
+        return local, values
+    return csr_take(local, values, inv.reshape(-1))
 
 
 class Store:
     """The working files of one dedup run, appended batch by batch, then read by row."""
 
-    def __init__(self, folder: Path, num_perm: int, seed: int, bands: int, rows: int) -> None:
+    def __init__(
+        self, folder: Path, num_perm: int, seed: int, bands: int, rows: int, change: bool = False
+    ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.dir, self.bands, self.rows = folder, bands, rows
+        self.dir, self.bands, self.rows, self.has_change = folder, bands, rows, change
         self.perm = permutations(num_perm, seed)
         self.n = 0
-        self._parts = [np.zeros(1, np.int64)]
-        self._shift = 0
+        self._parts = {"shingles": [np.zeros(1, np.int64)], "change": [np.zeros(1, np.int64)]}
+        self._shift = {"shingles": 0, "change": 0}
         self._w = {name: open(folder / name, "wb") for name in self.names()}
         self.offsets = np.zeros(1, np.int64)  # shingle set k: values offsets[k]:offsets[k+1]
+        self.change_offsets = np.zeros(1, np.int64)  # change set k, likewise in change.u32
 
     def names(self) -> list[str]:
-        return ["shingles.u32", *(f"band-{b:03d}.u64" for b in range(self.bands))]
+        change = ["change.u32"] if self.has_change else []
+        return ["shingles.u32", *change, *(f"band-{b:03d}.u64" for b in range(self.bands))]
 
-    def add(self, offsets: np.ndarray, values: np.ndarray, keys: np.ndarray) -> None:
-        """The next rows' CSR shingle sets (offsets from 0) and band keys (uint64[bands, N]),
-        made by whoever ran the per-item work (scan.scan_batch, on any executor)."""
-        self._w["shingles.u32"].write(np.ascontiguousarray(values, np.uint32).data)
+    def add(
+        self,
+        offsets: np.ndarray,
+        values: np.ndarray,
+        keys: np.ndarray,
+        change: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """The next rows' CSR shingle sets (offsets from 0), band keys (uint64[bands, N]) and,
+        when the store keeps them, CSR change sets, made by whoever ran the per-item work
+        (scan.scan_batch, on any executor)."""
+        self._append("shingles", offsets, values)
+        if self.has_change:
+            if change is None:
+                raise ValueError("this dedup store keeps change sets: add them")
+            self._append("change", *change)
         for b in range(self.bands):
             self._w[f"band-{b:03d}.u64"].write(np.ascontiguousarray(keys[b], np.uint64).data)
-        self._parts.append(offsets[1:] + self._shift)
-        self._shift += len(values)
         self.n += len(offsets) - 1
 
+    def _append(self, name: str, offsets: np.ndarray, values: np.ndarray) -> None:
+        self._w[f"{name}.u32"].write(np.ascontiguousarray(values, np.uint32).data)
+        self._parts[name].append(offsets[1:] + self._shift[name])
+        self._shift[name] += len(values)
+
     def seal(self) -> None:
-        """Done appending: files flushed, shingle offsets in one array."""
+        """Done appending: files flushed, set offsets in one array each."""
         for f in self._w.values():
             f.close()
-        self.offsets = np.concatenate(self._parts)
-        self._parts = []
+        self.offsets = np.concatenate(self._parts["shingles"])
+        self.change_offsets = np.concatenate(self._parts["change"])
+        self._parts = {}
 
     def band(self, b: int) -> np.ndarray:
         """uint64[N]: band b's key of every row."""
         return np.fromfile(self.dir / f"band-{b:03d}.u64", dtype=np.uint64)
 
     def sets(self) -> Sets:
-        """Read access to the sealed shingle sets, for this process or a worker."""
-        return Sets(self.dir / "shingles.u32", self.offsets, self.perm)
+        """Read access to the sealed shingle and change sets, for this process or a worker."""
+        change = (self.dir / "change.u32", self.change_offsets) if self.has_change else None
+        return Sets(self.dir / "shingles.u32", self.offsets, self.perm, change)
 
     def shingles(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shingle sets of `rows` (any order, repeats allowed) as CSR, in that order."""
         return self.sets().shingles(rows)
+
+    def changes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The change sets of `rows` as shingles() gives sets (the store must keep them)."""
+        if not self.has_change:
+            raise ValueError("this dedup store keeps no change sets")
+        return read_csr(self.dir / "change.u32", self.change_offsets, rows)
 
     def sig(self, rows: np.ndarray) -> np.ndarray:
         """uint32[len(rows), num_perm]: the signatures of `rows`, from their shingle sets."""

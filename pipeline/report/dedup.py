@@ -26,6 +26,11 @@ def threshold_of(manifest: dict[str, Any]) -> float:
     return 0.8
 
 
+def change_threshold_of(manifest: dict[str, Any]) -> float:
+    """The change threshold dedup ran with; 0 (no change check) for a run from before it."""
+    return float((manifest.get("dedup_config") or {}).get("change_threshold", 0.0))
+
+
 def borderline(
     edges: pl.DataFrame, threshold: float, n: int = BORDERLINE
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -87,6 +92,7 @@ def _pairs(
         out.append(
             {
                 "exact_j": round(x["exact_j"], 4),
+                "change_j": round(x["change_j"], 4),
                 "est_j": round(x["est_j"], 4),
                 "same_cluster": ca is not None and ca == cb,
                 "a": member(byid[x["a"]]),
@@ -101,9 +107,17 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     threshold = threshold_of(manifest)
     clusters = pl.read_parquet(d / "clusters.parquet")
     edges = pl.read_parquet(d / "edges.parquet")
+    if "change_j" not in edges.columns:  # a run from before change sets
+        edges = edges.with_columns(change_j=pl.lit(1.0))
+    n_edges, same = edges.height, pl.col("change_j") >= change_threshold_of(manifest)
+    other = edges.filter(~same & (pl.col("exact_j") >= threshold))
+    other_n = other.height
+    other = other.sort(["exact_j", "a", "b"], descending=[True, False, False]).head(BORDERLINE)
+    edges = edges.filter(same)  # the pairs that make the same change: duplicates by J alone
     below, above = borderline(edges, threshold)
     largest = largest_clusters(clusters)
     wanted = set(below["a"]) | set(below["b"]) | set(above["a"]) | set(above["b"])
+    wanted |= set(other["a"]) | set(other["b"])
     wanted |= {m["id"] for c in largest for m in c["members"]}
     pool = pl.concat(
         [
@@ -115,15 +129,17 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     cluster_of = dict(zip(clusters["id"].to_list(), clusters["cluster_id"].to_list(), strict=True))
     has_comp = "component_id" in clusters.columns
     sizes = clusters.group_by("cluster_id").agg(pl.col("size").first()).sort("cluster_id")
+    sizes = sizes.filter(pl.col("size") > 1)  # a keeper alone in its star removes nothing
     hist = sizes.group_by("size").len("clusters").sort("size")
     r: dict[str, Any] = {
         "threshold": threshold,
         "clusters": sizes.height,
         "components": int(clusters["component_id"].n_unique()) if has_comp else None,
         "cluster_sizes": [dict(x) for x in hist.iter_rows(named=True)],
-        "edges": edges.height,
+        "edges": n_edges,
         "edges_at_threshold": int((edges["exact_j"] >= threshold).sum()),
         "edges_below": int((edges["exact_j"] < threshold).sum()),
+        "edges_other_change": other_n,
         "plots": {},
     }
     if sizes.height:
@@ -176,4 +192,5 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     )
     r["borderline_below"] = _pairs(below, byid, cluster_of)
     r["borderline_above"] = _pairs(above, byid, cluster_of)
+    r["other_change"] = _pairs(other, byid, cluster_of)
     return r
