@@ -236,11 +236,20 @@ def cross_split_groups(splits: pl.DataFrame, keys: pl.DataFrame) -> int:
     return int(per.filter(pl.col("n") > 1).height)
 
 
+def column_keys(items: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """id, key: the values of `columns` joined (a change is its repo and change); an item
+    with an empty one has no key, so items of unknown change are not one change."""
+    known = pl.all_horizontal((pl.col(c).fill_null("") != "") for c in columns)
+    return items.filter(known).select("id", pl.concat_str(columns, separator="\x00").alias("key"))
+
+
 def leakage_keys(d: Path, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.DataFrame:
-    """id, key of one grouping the export manifest names: a column of the splits themselves,
-    or a key column of another stage's Parquet (optionally one `scope`)."""
+    """id, key of one grouping the export manifest names: a column (or columns) of the splits
+    themselves, or a key column of another stage's Parquet (optionally one `scope`)."""
     if "column" in grouping:
         return splits.select("id", pl.col(grouping["column"]).alias("key"))
+    if "columns" in grouping:
+        return column_keys(splits, grouping["columns"])
     t = pl.scan_parquet(d / grouping["input"])  # only the columns used: 10M rows stay small
     if "scope" in grouping:
         t = t.filter(pl.col("scope") == grouping["scope"])
@@ -261,7 +270,8 @@ def read_splits(d: Path, files: dict[str, str], extra: list[str]) -> pl.DataFram
 def _check_leakage(d: Path, leak: dict[str, Any], problems: list[str]) -> None:
     """No dedup cluster, shape group (or repo, by_repo) has items in two splits."""
     groupings = leak.get("groupings", [])
-    cols = sorted({g["column"] for g in groupings if "column" in g} - {"id"})
+    named = {g["column"] for g in groupings if "column" in g}
+    cols = sorted(named.union(*(g["columns"] for g in groupings if "columns" in g)) - {"id"})
     try:
         splits = read_splits(d, leak["splits"], cols)
         for g in groupings:

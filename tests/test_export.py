@@ -327,3 +327,40 @@ def test_deal_is_the_midpoint_rule_over_the_seeded_sha256_order():
         sizes = [r.randint(1, 9) for _ in keys]
         ratios = [r.random() + 0.01 for _ in range(3)]
         assert list(deal(sizes, keys, ratios, 5)) == reference(sizes, keys, ratios, 5)
+
+
+def test_split_by_change_keeps_every_hunk_of_a_change_in_one_split() -> None:
+    """Hunks of one commit share its comment and often its text: split_by = "change" deals
+    whole changes; items of unknown change (empty) are not one change."""
+    from pipeline.export.split import manifest_groupings
+    from pipeline.verify import column_keys, leakage_keys
+
+    n = 300
+    items, clusters, shapes = frames(list(range(n)), list(range(n)), [k % 3 for k in range(n)])
+    change = [f"c{k // 6}" if k % 10 else "" for k in range(n)]  # 6 hunks a change, some unknown
+    items = items.with_columns(change=pl.Series(change))
+    e = ExportConfig(split_by="change", ratios=[0.4, 0.3, 0.3])
+    a = assign_splits(items, clusters, shapes, e)
+    per = items.join(a, on="id").filter(pl.col("change") != "")
+    assert per.group_by("repo", "change").agg(pl.col("split").n_unique())["split"].max() == 1
+    assert set(leaks(items, clusters, shapes, e, a).values()) == {0}
+    unknown = a.join(items.filter(pl.col("change") == ""), on="id")
+    assert unknown["split"].n_unique() == 3  # not held together
+    assert {"name": "change", "columns": ["repo", "change"]} in manifest_groupings(e, "c")
+    assert column_keys(items, ["repo", "change"]).height == items.height - n // 10
+    # verify reads the grouping back from the manifest and finds a change spread by hand
+    splits = items.join(a.select("id", "split"), on="id")
+    grouping = {"name": "change", "columns": ["repo", "change"]}
+    assert cross_split_groups(splits, leakage_keys(Path("."), grouping, splits)) == 0
+    moved = splits.with_columns(
+        split=pl.when(pl.col("id") == per["id"][0]).then(pl.lit("test")).otherwise("split")
+    )
+    moved = moved.with_columns(
+        split=pl.when(pl.col("id") == per.filter(pl.col("change") == per["change"][0])["id"][1])
+        .then(pl.lit("train"))
+        .otherwise("split")
+    )
+    assert cross_split_groups(moved, leakage_keys(Path("."), grouping, moved)) == 1
+    ratio = assign_splits(items, clusters, shapes, ExportConfig(ratios=[0.4, 0.3, 0.3]))
+    split = items.join(ratio, on="id").filter(pl.col("change") != "")
+    assert split.group_by("repo", "change").agg(pl.col("split").n_unique())["split"].max() > 1

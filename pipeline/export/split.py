@@ -5,7 +5,8 @@ its id (exact duplicates share one), its dedup component (the connected componen
 near-duplicate edges, wider than the star that chose its keeper), its shape group at
 `export.scope`, its normalised edit (shapes' corpus-wide `edit` scope: the same before and
 after once digits, versions, hashes and whitespace are normalised, in any file or repository)
-and, with split_by = "repo", its repository. So a version bump in validation never has its
+and, with split_by = "repo", its repository (with "change", its change: every hunk of one
+commit or pull request). So a version bump in validation never has its
 twin in train, and no normalised edit appears in two splits.
 
 Split rules (export.split_by):
@@ -13,6 +14,8 @@ Split rules (export.split_by):
   to end and cut at the ratios; a group goes where its midpoint falls, so each split's size is
   within half a group of its ratio, and large groups are as likely as small ones to be held out.
 - repo: the same, with every repository one group.
+- change: the same, with every change (repo and change; items with no change alone) one group:
+  the hunks of a commit share its comment and often its text.
 - time: a group with any item created at or after `export.after` goes to test, whole; the
   rest are dealt to train and validation by their ratios. Items without a date count as before.
 
@@ -23,15 +26,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from pipeline.config import ExportConfig, iso_cutoff
 from pipeline.dedup import clusters as C
-from pipeline.verify import cross_split_groups, ids_in_several_splits
+from pipeline.verify import column_keys, cross_split_groups, ids_in_several_splits
 
 SPLITS = ("train", "validation", "test")
+CHANGE_KEY = ("repo", "change")  # split_by = "change": a change is its repo and change id
 EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
 
 
@@ -67,6 +72,8 @@ def groupings(
         )
     if e.split_by == "repo":
         out.append(("repo", items.select("id", pl.col("repo").alias("key"))))
+    if e.split_by == "change":
+        out.append(("change", column_keys(items, list(CHANGE_KEY))))
     return out
 
 
@@ -173,8 +180,8 @@ def leakage(
 # ------------------------------------------------------------------------ stage I/O
 
 
-def manifest_groupings(e: ExportConfig, component: str) -> list[dict[str, str]]:
-    out = [
+def manifest_groupings(e: ExportConfig, component: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
         {"name": "id", "column": "id"},
         {"name": "dedup component", "input": "../dedup/clusters.parquet", "key": component},
     ]
@@ -190,6 +197,8 @@ def manifest_groupings(e: ExportConfig, component: str) -> list[dict[str, str]]:
         )
     if e.split_by == "repo":
         out.append({"name": "repo", "column": "repo"})
+    if e.split_by == "change":
+        out.append({"name": "change", "columns": list(CHANGE_KEY)})
     return out
 
 
@@ -202,7 +211,7 @@ def split_rule(e: ExportConfig) -> str:
             f"time: groups with an item created at or after {e.after} -> test; the rest "
             f"train/validation by {e.ratios[0]:g}/{e.ratios[1]:g}, seed {e.seed}; whole {whole}"
         )
-    by = "whole repositories" if e.split_by == "repo" else "whole groups"
+    by = {"repo": "whole repositories", "change": "whole changes"}.get(e.split_by, "whole groups")
     return f"{e.split_by}: {by} dealt by ratio {r} (train/validation/test), seed {e.seed}; " + (
         f"whole {whole}"
     )

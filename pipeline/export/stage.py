@@ -50,7 +50,7 @@ def _with_sft(t: pa.Table) -> pa.Table:
     return t.append_column("completion", pa.array([c for _, c in pc], pa.string()))
 
 
-KEYS = ["id", "source", "repo", "created_at"]  # all the splits are decided from
+KEYS = ["id", "source", "repo", "change", "created_at"]  # all the splits are decided from
 BATCH = 50_000  # rows streamed into the split files at a time
 
 
