@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.config import Config, ConfigError, apply_override, load_config, validate
-from pipeline.errors import UsageError
+from pipeline.errors import EnvError, UsageError
 from pipeline.runner import StageResult, run_stage
 from pipeline.runs import read_manifest, run_lock
 from pipeline.stage import PIPELINE, Stage, resolve
@@ -38,6 +38,22 @@ def _set(data: dict[str, Any], key: str, value: Any) -> None:
         node[parts[-1]] = value
 
 
+def _input_path(given: str | Path) -> Path:
+    """A path given on the command line, checked readable as a config's source path is (one
+    line naming it, exit 3: missing, a FIFO or device, permission denied, a symlink loop)."""
+    from pipeline.ingest.base import SourceUnreadable
+    from pipeline.ingest.opening import check_source_path
+
+    p = Path(given).expanduser().absolute()
+    try:
+        check_source_path(p, "any")
+        return p.resolve()
+    except SourceUnreadable as e:
+        raise EnvError(str(e)) from None
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        raise EnvError(f"{p}: too many levels of symbolic links") from None
+
+
 def detect_source(path: Path) -> dict[str, Any]:
     """A source for a path given on the command line: the format is read from what it is."""
     if path.is_dir():
@@ -45,12 +61,12 @@ def detect_source(path: Path) -> dict[str, Any]:
             return {"kind": "git", "path": str(path)}
         if any((path / f).exists() for f in ("dataset_dict.json", "dataset_info.json")):
             return {"kind": "hf", "format": "disk", "path": str(path)}
-        raise UsageError(
+        raise EnvError(
             f"{path}: a folder that is neither a git repository nor a saved `datasets` "
             "dataset; give the files in it, or a config"
         )
     if not path.exists():
-        raise UsageError(f"{path}: no such file")
+        raise EnvError(f"{path}: no such file")
     return {"kind": "table", "format": "auto", "path": str(path)}
 
 
@@ -71,10 +87,11 @@ class Pipeline:
         """From a TOML file or a dict in its shape; overrides map dotted keys to values,
         as `--set` does ({"dedup.threshold": 0.7, "ingest.sources.0.path": "x.jsonl"});
         sets are `--set KEY=VALUE` texts (values read as TOML, bare words as strings)."""
+        set_by: dict[str, str] = {}  # key -> the --set that gave it, for error lines
         if isinstance(source, dict):
             data, where, base = copy.deepcopy(source), "<dict>", Path.cwd()
             for text in sets or []:
-                apply_override(data, text)
+                set_by[apply_override(data, text)] = text
         else:
             loaded = load_config(source, sets)
             if not overrides:
@@ -85,7 +102,7 @@ class Pipeline:
                 _set(data, key, value)
             except (IndexError, ValueError, AttributeError, TypeError):
                 raise ConfigError(f"override {key!r}: no such key path in the config") from None
-        return cls(validate(Config, data, where).with_base_dir(base))
+        return cls(validate(Config, data, where, set_by=set_by).with_base_dir(base))
 
     @classmethod
     def from_paths(
@@ -99,7 +116,7 @@ class Pipeline:
         names; the run folder is `out`, or ./runs/<stem of the first path>."""
         if not paths:
             raise UsageError("give at least one input path (or a config)")
-        resolved = [Path(p).expanduser().resolve() for p in paths]
+        resolved = [_input_path(p) for p in paths]
         sources = [detect_source(p) for p in resolved]
         names = [Path(s["path"]).name for s in sources]
         for k, s in enumerate(sources):  # distinct source names, as the config requires
@@ -108,7 +125,10 @@ class Pipeline:
             stem = resolved[0].name.split(".")[0] or "run"
             run = {"root": str(Path.cwd() / "runs"), "name": stem}
         else:
-            o = Path(out).expanduser().resolve()
+            try:
+                o = Path(out).expanduser().resolve()
+            except RuntimeError:  # a symlink loop (Python < 3.13)
+                raise EnvError(f"{out}: too many levels of symbolic links") from None
             run = {"root": str(o.parent), "name": o.name}
         data = {"run": run, "ingest": {"sources": sources}}
         return cls.from_config(data, overrides, sets)

@@ -3,24 +3,41 @@
 `run` runs every stage of PIPELINE (from a config, or from paths), a sub-command per stage
 runs one; heavy libraries are imported inside the commands, so `--help` stays fast.
 
-Every failure is one line on stderr (data is never read as Rich markup) and an exit code from
-pipeline/errors.py: 0 ok, 1 data or check failed, 2 usage or config, 3 I/O or environment.
+Every failure is one line on stderr (data is never read as Rich markup, its control characters
+are escaped: cli_base.py) and an exit code from pipeline/errors.py: 0 ok, 1 data or check
+failed, 2 usage or config, 3 I/O or environment.
 `--debug` (or EDITCURATE_DEBUG=1) lets the traceback through. Progress and logs go to stderr;
 `--json` prints a machine-readable summary on stdout.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.text import Text
-from typer.core import TyperGroup
 
-from pipeline.console import console
-from pipeline.errors import DATA, USAGE, exit_code, one_line
+from pipeline.cli_base import (
+    BaseOpt,
+    ConfigOpt,
+    ForceOpt,
+    FormatOpt,
+    Group,
+    JsonOpt,
+    LabelsOpt,
+    NgramOpt,
+    OptConfigOpt,
+    PathsArg,
+    PrintOpt,
+    RunDir,
+    SetOpt,
+    check_report_options,
+    fail,
+    set_debug,
+)
+from pipeline.console import console, json_text
+from pipeline.errors import DATA
 from pipeline.stage import NAMES
 
 if TYPE_CHECKING:
@@ -28,37 +45,8 @@ if TYPE_CHECKING:
     from pipeline.runner import StageResult
     from pipeline.stage import Stage
 
-_DEBUG = {"on": False}  # set by the top-level callback on every invocation
-
-
-def _debug() -> bool:
-    return _DEBUG["on"] or os.environ.get("EDITCURATE_DEBUG", "") not in ("", "0")
-
-
-def error_line(msg: str) -> None:
-    """`error: msg` on stderr; msg is data, never markup."""
-    console.print(Text.assemble(("error: ", "bold red"), msg), soft_wrap=True)
-
-
-class _Group(TyperGroup):
-    """Turns any exception a command raises into one line and an exit code."""
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            error_line("interrupted")
-            raise typer.Exit(130) from None
-        except Exception as e:
-            # typer's own exits, aborts and usage errors (its vendored click) pass through
-            if _debug() or type(e).__module__.split(".")[0] in ("typer", "click"):
-                raise
-            error_line(one_line(e))
-            raise typer.Exit(exit_code(e)) from None
-
-
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     help="Curate code-review edits into a clean fine-tuning corpus.",
     no_args_is_help=True,
     add_completion=False,
@@ -85,33 +73,7 @@ def _main(
     ] = False,
 ) -> None:
     """Curate code-review edits into a clean fine-tuning corpus."""
-    _DEBUG["on"] = debug
-
-
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="TOML config file.")]
-OptConfigOpt = Annotated[
-    Optional[Path],  # noqa: UP045 - typer needs Optional here
-    typer.Option("--config", "-c", help="TOML config file (else: the paths given)."),
-]
-SetOpt = Annotated[
-    Optional[list[str]],  # noqa: UP045 - typer needs Optional here
-    typer.Option("--set", "-s", help="Override a config key: --set ingest.batch_size=5000"),
-]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Re-run even if inputs are unchanged.")]
-PrintOpt = Annotated[
-    bool,
-    typer.Option(
-        "--print-config", help="Print the effective config (every default) as TOML and exit."
-    ),
-]
-JsonOpt = Annotated[
-    bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")
-]
-
-
-def _fail(msg: str, code: int = USAGE) -> NoReturn:
-    error_line(msg)
-    raise typer.Exit(code)
+    set_debug(debug)
 
 
 def _pipeline(
@@ -126,13 +88,13 @@ def _pipeline(
     from pipeline.config import config_toml
 
     if config is not None and paths:
-        _fail("give a config or input paths, not both")
+        fail("give a config or input paths, not both")
     if config is not None:
         p = Pipeline.from_config(config, sets=sets or [])
     elif paths:
         p = Pipeline.from_paths(*paths, out=out, sets=sets or [])
     else:
-        _fail("give input paths (editcurate run edits.jsonl) or --config FILE")
+        fail("give input paths (editcurate run edits.jsonl) or --config FILE")
     if print_config:
         typer.echo(config_toml(p.config, str(config or "")), nl=False)
         raise typer.Exit(0)
@@ -191,12 +153,6 @@ for _name, _doc in (
     _stage_command(_name, _doc)
 
 
-FormatOpt = Annotated[
-    Optional[str],  # noqa: UP045 - typer needs Optional here
-    typer.Option("--format", help="plain, or sft (adds prompt/completion); default: config."),
-]
-
-
 @app.command()
 def export(
     config: ConfigOpt,
@@ -212,13 +168,7 @@ def export(
 
 @app.command("run")
 def run_all(
-    paths: Annotated[
-        Optional[list[Path]],  # noqa: UP045
-        typer.Argument(
-            help="Input files or folders (JSONL, JSON, CSV, Parquet, a git repo, "
-            "a saved dataset); no config needed."
-        ),
-    ] = None,
+    paths: PathsArg = None,
     config: OptConfigOpt = None,
     set_: SetOpt = None,
     out: Annotated[
@@ -235,8 +185,6 @@ def run_all(
     executor: Annotated[str, typer.Option(help="local | ray (default: run.executor).")] = "",
 ) -> None:
     """Run every stage in order (unchanged ones are skipped), verify, write the report."""
-    import json
-
     from pipeline.verify import verify_run
 
     set_ = [*(set_ or []), *([f"run.executor={executor}"] if executor else [])]
@@ -251,7 +199,7 @@ def run_all(
     if until is None:
         _report(run, p)
     if json_:
-        typer.echo(json.dumps(run.summary(), indent=2, sort_keys=True))
+        typer.echo(json_text(run.summary(), indent=2, sort_keys=True))
 
 
 def _report(run: Run, p: Pipeline) -> None:
@@ -261,21 +209,6 @@ def _report(run: Run, p: Pipeline) -> None:
     with run_lock(run.path, create=False):
         paths = write_report(run.path, window=p.config.shapes.window)
     console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
-
-
-BaseOpt = Annotated[
-    Optional[float],  # noqa: UP045 - typer needs Optional here
-    typer.Option(help="Lowest threshold swept (default: dedup.edge_floor)."),
-]
-LabelsOpt = Annotated[
-    Optional[Path],  # noqa: UP045
-    typer.Option(help="CSV of labelled pairs: id_a,id_b,is_duplicate."),
-]
-NgramOpt = Annotated[
-    Optional[list[int]],  # noqa: UP045
-    typer.Option(help="Also re-score the pairs at this shingle size (repeatable)."),
-]
-RunDir = Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample")]
 
 
 @app.command()
@@ -304,6 +237,7 @@ def report(
     seed: Annotated[int, typer.Option(help="Seed of the random training order.")] = 0,
 ) -> None:
     """Write RUN_DIR/report/: report.md, report.html (self-contained), report.json, plots/."""
+    check_report_options(scope, batch, seed)
     from pipeline.report.report import write_report
     from pipeline.runs import run_lock
 
@@ -341,19 +275,16 @@ def why(
     """Every decision the run made about each item: filter, dedup, shape group, split.
 
     Exits 1 when an id is unknown or a prefix ambiguous."""
-    import json
-
-    from rich.console import Console
-
     from pipeline import why as why_mod
+    from pipeline.console import make_console
 
     if not run_dir.is_dir():
-        _fail(f"{run_dir}: no such run folder")
+        fail(f"{run_dir}: no such run folder")
     results = why_mod.explain(run_dir, ids)
     if json_:
-        typer.echo(json.dumps(results, indent=2, ensure_ascii=False))
+        typer.echo(json_text(results, indent=2))
     else:
-        out = Console(soft_wrap=True, highlight=False, emoji=False, markup=False)
+        out = make_console(soft_wrap=True, highlight=False, emoji=False, markup=False)
         for line in why_mod.render(results):
             out.print(line)
     if why_mod.unresolved(results):
@@ -362,7 +293,9 @@ def why(
 
 @app.command("smoke-train")
 def smoke_train(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder with a finished export stage")],
+    run_dir: Annotated[
+        Path, typer.Argument(help="A run folder with a finished export stage", readable=False)
+    ],
     model: Annotated[str, typer.Option(help="HF checkpoint folder or config:tiny|0.5b.")] = "",
     lr: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 2e-4,
     micro_batch: Annotated[int, typer.Option(help="Items per micro-batch.")] = 1,

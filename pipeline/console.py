@@ -1,4 +1,10 @@
-"""One rich console (stderr, so stdout stays clean for piping) and progress.
+"""One rich console (stderr, so stdout stays clean for piping), progress, and `visible`.
+
+Data never reaches the terminal raw: `visible` escapes control characters (C0, DEL, C1 and
+the bidi overrides: an ESC sequence could clear the screen or retitle the window, U+202E
+reverse the line) as `\\x1b` / `\\u202e`. Every console made here (`make_console`) applies it
+to each string it renders, markup or not, and, as a last resort, to every segment of text
+it writes, so a name from the data printed anywhere shows as written, escaped.
 
 On a terminal, progress is a live bar; otherwise (CI, a log file, a pipe) it is a log line
 per task every LOG_EVERY seconds and when the task ends, so long runs show they are alive.
@@ -6,31 +12,112 @@ per task every LOG_EVERY seconds and when the task ends, so long runs show they 
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from rich.console import Console
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    ConsoleRenderable,
+    RenderableType,
+    RenderHook,
+    RenderResult,
+)
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
-    TextColumn,
+    ProgressColumn,
+    Task,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.segment import Segment
 from rich.text import Text
 
-console = Console(stderr=True)
+# C0 (bar \t and \n), DEL, C1, and the bidi controls that reorder how a line shows
+CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+_ONE_LINE = re.compile("[\t\n]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    return m.group().encode("unicode_escape").decode("ascii")
+
+
+def visible(s: object, one_line: bool = False) -> str:
+    r"""`s` as text with every control character escaped (`\x1b`, `\x00`, `\u202e`); tabs and
+    newlines are kept, unless `one_line` (then they are `\t`, `\n` too)."""
+    text = CONTROL.sub(_escape, str(s))
+    return _ONE_LINE.sub(_escape, text) if one_line else text
+
+
+def json_text(data: Any, **kwargs: Any) -> str:
+    r"""`json.dumps(data, ensure_ascii=False)` with every control character written `\uXXXX`
+    (JSON escapes C0 itself, not DEL, C1 or the bidi controls)."""
+    text = json.dumps(data, ensure_ascii=False, **kwargs)
+    return CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class _Visible:
+    """A renderable whose text segments are escaped (control segments, rich's own cursor
+    moves, pass): the net under every print, whatever the renderable."""
+
+    def __init__(self, inner: RenderableType):
+        self.inner = inner
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for seg in console.render(self.inner, options):
+            if seg.control or not CONTROL.search(seg.text):
+                yield seg
+            else:
+                yield Segment(visible(seg.text), seg.style)
+
+
+class _VisibleHook(RenderHook):
+    def process_renderables(self, renderables: list[ConsoleRenderable]) -> list[ConsoleRenderable]:
+        return [_Visible(r) for r in renderables]
+
+
+class SafeConsole(Console):
+    """A Console that escapes control characters in every string it renders (before markup
+    is parsed, so tables measure the escaped text) and in every text segment it writes."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.push_render_hook(_VisibleHook())
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(visible(text), **kwargs)
+
+
+def make_console(**kwargs: Any) -> Console:
+    """A console that never writes a control character from the data (see SafeConsole)."""
+    return SafeConsole(**kwargs)
+
+
+console = make_console(stderr=True)
 LOG_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
+
+
+class _Description(ProgressColumn):
+    """The task's description (markup, as rich's TextColumn reads it), control characters
+    escaped: the live bar is drawn past the console's render hook."""
+
+    def render(self, task: Task) -> Text:
+        return Text.from_markup(f"[bold]{visible(task.description, one_line=True)}")
 
 
 def progress() -> Any:
     if not console.is_terminal:
         return LineProgress()
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        _Description(),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

@@ -157,3 +157,107 @@ def test_an_os_error_is_one_line_exit_3(tmp_path, cli, monkeypatch):
     res = cli("run", "--config", data(tmp_path), ok=False)
     assert res.exit_code == 3, res.output
     assert one_error_line(res) == f"error: {tmp_path / 'x.parquet'}: Permission denied"
+
+
+def _unreadable(tmp_path: Path, *args: object):
+    """`editcurate ARGS` unable to read what chmod 000 guards: as root, in a child without
+    CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (setpriv); otherwise in-process."""
+    import os
+    import shutil
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    if os.geteuid() != 0:
+        return CliRunner().invoke(app, [str(a) for a in args])
+    caps = "-dac_override,-dac_read_search"
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("as root, permission denied needs setpriv to drop the DAC capabilities")
+    cmd = [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}", sys.executable]
+    cmd += ["-c", "from pipeline.cli import app; app()", *map(str, args)]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    if "setpriv" in p.stderr and p.returncode != 0 and "error:" not in p.stderr:
+        pytest.skip(f"setpriv cannot drop capabilities here: {p.stderr.strip()}")
+    return SimpleNamespace(exit_code=p.returncode, output=p.stdout + p.stderr)
+
+
+def test_an_unreadable_path_argument_is_one_line_exit_3_as_from_a_config(tmp_path):
+    src = tmp_path / "a.jsonl"
+    src.write_text(json.dumps(GOOD[0]) + "\n")
+    src.chmod(0)
+    res = _unreadable(tmp_path, "run", src, "--out", tmp_path / "r")
+    assert res.exit_code == 3, res.output
+    assert one_error_line(res) == f"error: {src}: permission denied"
+    cfg = toml_config(tmp_path, '[[ingest.sources]]\nkind = "table"\npath = "a.jsonl"\n')
+    res = _unreadable(tmp_path, "run", "--config", cfg)
+    assert res.exit_code == 3 and f"{src}: permission denied" in one_error_line(res)
+
+
+def test_a_missing_path_or_a_plain_folder_argument_is_one_line_exit_3(tmp_path, cli):
+    res = cli("run", tmp_path / "nope.jsonl", "--out", tmp_path / "r", ok=False)
+    assert res.exit_code == 3
+    assert one_error_line(res) == f"error: {tmp_path / 'nope.jsonl'}: no such file or folder"
+    (tmp_path / "plain").mkdir()
+    res = cli("run", tmp_path / "plain", "--out", tmp_path / "r", ok=False)
+    assert res.exit_code == 3 and "neither a git repository" in one_error_line(res)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_symlink_loop_argument_is_one_line_exit_3_as_from_a_config(tmp_path, cli):
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "loop1").symlink_to("loop2")
+    res = cli("run", tmp_path / "loop1", "--out", tmp_path / "r", ok=False)
+    assert res.exit_code == 3, res.output
+    line = one_error_line(res)
+    assert line == f"error: {tmp_path / 'loop1'}: too many levels of symbolic links"
+    cfg = toml_config(tmp_path, '[[ingest.sources]]\nkind = "table"\npath = "loop1"\n')
+    res = cli("run", "--config", cfg, ok=False)
+    assert res.exit_code == 3 and line.removeprefix("error: ") in one_error_line(res)
+    data(tmp_path)
+    res = cli("run", tmp_path / "d.jsonl", "--out", tmp_path / "loop1" / "r", ok=False)
+    assert res.exit_code == 3 and "too many levels of symbolic links" in one_error_line(res)
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("dedup.threshold=1.5", "dedup.threshold: must be <= 1.0, got 1.5"),
+        ("dedup.seed=-1", "dedup.seed: must be >= 0, got -1"),
+        ("dedup.seed=99999999999999999999999", "dedup.seed: must be < 4294967296"),
+        ('dedup.fields=["before","before"]', "dedup.fields.1: 'before' is listed twice"),
+        ("shapes.seed=-1", "shapes.seed: must be >= 0, got -1"),
+        ("export.seed=4294967296", "export.seed: must be < 4294967296"),
+        ("smoke.seed=-1", "smoke.seed: must be >= 0, got -1"),
+    ],
+)
+def test_a_bad_set_value_without_a_config_names_the_override(tmp_path, cli, override, expected):
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps(GOOD[0]) + "\n")
+    res = cli("run", src, "--out", tmp_path / "r", "--set", override, ok=False)
+    assert res.exit_code == 2, res.output
+    assert one_error_line(res).startswith(f"error: override {override!r}: {expected}")
+    assert "<dict>" not in res.output and not (tmp_path / "r").exists()
+    # from a config: the file, the key, and the override that set it
+    cfg = data(tmp_path)
+    res = cli("run", "--config", cfg, "--set", override, ok=False)
+    assert res.exit_code == 2 and f"{cfg}: {expected}" in one_error_line(res)
+    assert f"(set by --set {override})" in one_error_line(res)
+
+
+def test_report_options_out_of_range_are_one_line_exit_2(tmp_path, cli):
+    res = cli("report", tmp_path, "--seed", "-1", ok=False)
+    assert res.exit_code == 2
+    assert one_error_line(res) == "error: report --seed: must be >= 0 and < 4294967296, got -1"
+    res = cli("report", tmp_path, "--batch", "0", ok=False)
+    assert res.exit_code == 2 and "report --batch: must be >= 1" in one_error_line(res)
+
+
+def test_an_error_line_escapes_control_characters(tmp_path, cli):
+    bad = tmp_path / "x\x1b[2J\x07.jsonl"
+    res = cli("run", bad, "--out", tmp_path / "r", ok=False)
+    assert res.exit_code == 3
+    assert "\x1b" not in res.output and "\x07" not in res.output
+    assert r"x\x1b[2J\x07.jsonl: no such file" in one_error_line(res)

@@ -190,7 +190,7 @@ def test_zero_config_detects_formats_and_names_the_run_folder(tmp_path, cli, mon
     m = read_manifest(tmp_path / "runs" / "edits" / "ingest")
     assert m["counts"]["items_out"] == 35
     res = cli("run", tmp_path / "nope.jsonl", ok=False)
-    assert res.exit_code == 2 and "nope.jsonl: no such file" in res.output
+    assert res.exit_code == 3 and "nope.jsonl: no such file" in res.output  # I/O, as README
     res = cli("run", ok=False)
     assert res.exit_code == 2 and "give input paths" in res.output
 

@@ -167,7 +167,10 @@ def error_line(
     errs = e.errors(include_url=False)
     key, text = describe(errs[0], root, prefix)
     origin = next((ov for k, ov in set_by.items() if key == k or key.startswith(k + ".")), None)
-    line = f"{where}: {text}" + (f" (set by --set {origin})" if origin else "")
+    if origin and where.startswith("<"):  # no config file (<dict>, <defaults>): the override
+        line = f"override {origin!r}: {text}"
+    else:
+        line = f"{where}: {text}" + (f" (set by --set {origin})" if origin else "")
     if len(errs) > 1:
         line += f" (and {len(errs) - 1} more)"
     return " ".join(line.split())

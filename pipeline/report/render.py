@@ -1,9 +1,12 @@
-"""Rendering the figures: report.md and report.html from one set of figures (jinja2).
+r"""Rendering the figures: report.md and report.html from one set of figures (jinja2).
 
 Everything from the data is escaped for where it lands. HTML: autoescape is on for every
 template of the html environment, whatever the file's extension. Markdown: text is
 backslash-escaped, table cells also get `|` escaped, inline code and fenced blocks use a run of
-backticks longer than any in the text, so no item can close them early.
+backticks longer than any in the text, so no item can close them early. Both: every value
+written (`finalize`, after the filters) has its control characters escaped as `\x1b`,
+`\u202e` (pipeline.console.visible; only newline and tab are kept, and no table cell keeps
+those), so no ESC, NUL or BEL from an item reaches either file.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import re
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
+
+from pipeline.console import visible
 
 TEMPLATES = Path(__file__).parent / "templates"
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
@@ -54,14 +60,24 @@ def md_fence(v: object, lang: str = "") -> str:
     return f"{fence}{lang}\n{s}\n{fence}"
 
 
+def shown(v: object) -> object:
+    """What a template writes for a value: text with its control characters escaped (Markup
+    stays Markup: the escapes hold no character HTML acts on); other values as they are."""
+    if isinstance(v, Markup):
+        return Markup(visible(str(v)))
+    return visible(v) if isinstance(v, str) else v
+
+
 def env(html: bool) -> Environment:
-    """The jinja2 environment: html = autoescape on for every template (not by extension)."""
+    """The jinja2 environment: html = autoescape on for every template (not by extension);
+    every value is `shown` (control characters escaped) before it is escaped for the format."""
     e = Environment(
         loader=FileSystemLoader(TEMPLATES),
         trim_blocks=True,
         lstrip_blocks=True,
         autoescape=html,
         keep_trailing_newline=True,
+        finalize=shown,
     )
     e.filters.update(cell=md_cell, md=md_text, code=md_code, ccode=md_cell_code, fence=md_fence)
     return e

@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.console import visible
 from pipeline.runs import read_manifest
 
 # decontaminate is shown only where a run has it (runs made before it existed do not)
@@ -31,7 +32,6 @@ META = (
     "lines_added",
 )
 _HEX = re.compile(r"[0-9a-fA-F]+")
-_CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def read_stages(run_dir: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
@@ -73,7 +73,7 @@ def one_line(s: str | None, limit: int = SHOW_CHARS) -> str:
     if s is None:
         return ""
     s = s.replace("\r\n", "\n").replace("\n", "⏎")
-    s = _CTRL.sub(lambda m: m.group().encode("unicode_escape").decode(), s)
+    s = visible(s, one_line=True)
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 

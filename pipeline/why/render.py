@@ -1,4 +1,6 @@
-"""Text rendering of `explain()` results as Rich `Text` lines (data never parsed as markup)."""
+"""Text rendering of `explain()` results as Rich `Text` lines: data is never parsed as markup,
+and every piece of text goes through `pipeline.console.visible` (one line, control characters
+escaped), so a repo, path or query holding an ESC sequence or a newline shows as written."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from pipeline.console import visible
 from pipeline.why.lookup import MAX_LISTED, MIN_PREFIX, SPLITS, STAGES, one_line
 
 Part = str | tuple[str, str]
@@ -27,14 +30,19 @@ def _j(x: float | None) -> str:
     return "?" if x is None else f"{x:.4f}"
 
 
+def _add(t: Text, text: object, style: str = "") -> Text:
+    """`text` appended to `t` on one line, control characters escaped."""
+    return t.append(visible(text, one_line=True), style=style)
+
+
 def _line(*parts: Part) -> Text:
-    """A line from plain strings and (text, style) pairs."""
+    """A line from plain strings and (text, style) pairs, each escaped (see _add)."""
     t = Text()
     for p in parts:
         if isinstance(p, tuple):
-            t.append(p[0], style=p[1])
+            _add(t, p[0], p[1])
         else:
-            t.append(p)
+            _add(t, p)
     return t
 
 
@@ -71,7 +79,7 @@ def _render_one(r: dict[str, Any]) -> list[Text]:
     it = r.get("item", {})
     head = _line(("id ", "bold"), (r["id"], "bold cyan"))
     if r["query"].strip().lower() != r["id"]:
-        head.append(f"  (from prefix {r['query']})", style="dim")
+        _add(head, f"  (from prefix {r['query']})", "dim")
     lines = [head]
     if it:
         lines.append(_line("  repo   ", it.get("repo") or "", "   change ", it.get("change") or ""))
@@ -81,7 +89,7 @@ def _render_one(r: dict[str, Any]) -> list[Text]:
             n = it.get(f"{c}_lines") or 1
             t = _line(f"  {c:<7} ", ("│ ", "dim"), it.get(c) or ("(empty)", "dim"))
             if n > 1:
-                t.append(f"  ({n} lines)", style="dim")
+                _add(t, f"  ({n} lines)", "dim")
             lines.append(t)
     rows = r.get("rows", [])
     # Rows with the same decisions (exact duplicates removed alike) are shown once.
@@ -198,18 +206,19 @@ def _render_shapes(s: dict[str, Any]) -> list[Text]:
     ]
     for g in s["groups"]:
         t = _line(f"    {g['scope']:<7} group {g['group_id']}, key {g['shape_key']}, ")
-        t.append(f"size {g['group_size']}", style="bold" if g["group_size"] > 1 else "")
+        _add(t, f"size {g['group_size']}", "bold" if g["group_size"] > 1 else "")
         if g.get("policy_scope"):
             if s.get("policy") != "cap":
-                t.append(f"; not capped (policy {s.get('policy')})")
+                _add(t, f"; not capped (policy {s.get('policy')})")
             elif g.get("cap") is None:
-                t.append("; not capped (nothing removed from this group)")
+                _add(t, "; not capped (nothing removed from this group)")
             else:
                 how = "from the manifest" if g["cap_from"] == "manifest" else "size - removed"
                 over = "over the cap" if g["over_cap"] else "within the cap"
-                t.append(
+                _add(
+                    t,
                     f"; cap {g['cap']} ({how}): {over}, "
-                    f"{g['removed_in_group']} removed from the group"
+                    f"{g['removed_in_group']} removed from the group",
                 )
         lines.append(t)
         if g["group_size"] > 1:
