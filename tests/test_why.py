@@ -207,3 +207,16 @@ def test_json_is_a_list_one_entry_per_query(run):
 
 def test_missing_run_folder_is_a_usage_error(tmp_path):
     _invoke("why", tmp_path / "nope", "0123456789", code=2)
+
+
+def test_a_pair_kept_apart_by_its_change_says_so(run):
+    """The sample's `!= None` -> `is not None` and the same plus `self._conn = None`: J 0.81,
+    but another change, so no cluster; why shows both figures."""
+    e = pl.read_parquet(run / "dedup" / "edges.parquet")
+    apart = e.filter((pl.col("exact_j") >= 0.8) & (pl.col("change_j") < 0.5))
+    assert apart.height == 1
+    out = _invoke("why", run, apart["a"][0]).output
+    assert "dedup cluster: none" in out
+    line = next(x for x in out.splitlines() if apart["b"][0] in x)
+    cj = f"change J {apart['change_j'][0]:.4f}"
+    assert "exact J 0.8148" in line and cj in line and "(another change)" in line

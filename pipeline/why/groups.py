@@ -60,22 +60,23 @@ def near_pairs(
     run_dir: Path, ids: list[str], manifest: dict[str, Any], cluster_of: dict[str, set[str]]
 ) -> dict[str, dict[str, Any]]:
     """Per id: how many verified pairs (edges.parquet, down to dedup's edge_floor) join it to
-    its own cluster, and those that lead outside it (other id, exact J, best first)."""
+    its own cluster, and those that lead outside it (other id, exact J, change J, best
+    first)."""
     lf = scan(run_dir, "dedup", "edges")
     if lf is None:
         return {}
-    e = (
-        lf.filter(pl.col("a").is_in(ids) | pl.col("b").is_in(ids))
-        .select("a", "b", "exact_j")
-        .collect()
-    )
+    lf = lf.filter(pl.col("a").is_in(ids) | pl.col("b").is_in(ids))
+    if "change_j" not in lf.collect_schema().names():  # a run from before change sets
+        lf = lf.with_columns(change_j=pl.lit(1.0))
+    e = lf.select("a", "b", "exact_j", "change_j").collect()
     both = pl.concat(
         [
-            e.select(pl.col("a").alias("id"), pl.col("b").alias("other"), "exact_j"),
-            e.select(pl.col("b").alias("id"), pl.col("a").alias("other"), "exact_j"),
+            e.select(pl.col("a").alias("id"), pl.col("b").alias("other"), "exact_j", "change_j"),
+            e.select(pl.col("b").alias("id"), pl.col("a").alias("other"), "exact_j", "change_j"),
         ]
     ).filter(pl.col("id").is_in(ids))
-    threshold = (manifest.get("dedup_config") or {}).get("threshold")
+    dc = manifest.get("dedup_config") or {}
+    threshold, change_threshold = dc.get("threshold"), dc.get("change_threshold", 0.0)
     out: dict[str, dict[str, Any]] = {}
     for (i,), g in both.sort(["exact_j", "other"], descending=[True, False]).group_by(
         "id", maintain_order=True
@@ -84,8 +85,9 @@ def near_pairs(
         outside = g.filter(~inside)
         out[str(i)] = {
             "threshold": threshold,
+            "change_threshold": change_threshold,
             "in_cluster": int(inside.sum()),
-            "outside": outside.head(MAX_LISTED).select("other", "exact_j").to_dicts(),
+            "outside": outside.head(MAX_LISTED).select("other", "exact_j", "change_j").to_dicts(),
             "outside_not_listed": max(0, outside.height - MAX_LISTED),
         }
     return out

@@ -185,7 +185,11 @@ def _render_dedup(d: dict[str, Any]) -> list[Text]:
         thr = near.get("threshold")
         lines.append(_line(f"  verified pairs outside its cluster (threshold {thr}):"))
         for p in near["outside"]:
-            lines.append(_line("    ", p["other"], f"  exact J {_j(p['exact_j'])}"))
+            other = p.get("change_j", 1.0) < (near.get("change_threshold") or 0.0)
+            why = f"  change J {_j(p.get('change_j', 1.0))}" + (
+                "  (another change)" if other else ""
+            )
+            lines.append(_line("    ", p["other"], f"  exact J {_j(p['exact_j'])}{why}"))
         if near.get("outside_not_listed"):
             lines.append(_line(f"    ... and {near['outside_not_listed']} more"))
     return lines
