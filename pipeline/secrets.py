@@ -1,288 +1,87 @@
 """Secrets found and masked before the first write: `[REDACTED:<rule>]` keeps the kind.
 
-Rules come from two places:
+Rules (`pipeline/secret_rules.py`) come from two places:
 - the maintained detector set of Yelp's detect-secrets (Apache-2.0, pinned in pyproject): the
   `denylist` regexes of its RegexBasedDetector plugins (AWS, GitHub, GitLab, Slack, Stripe,
   OpenAI, PyPI, npm, Twilio, SendGrid, Azure, Artifactory, Discord, Telegram, basic-auth URLs
   ...), read as data from the installed package; a pattern's first group, when it holds 8 or
   more characters, is the secret (so `://user:[REDACTED]@host` keeps its shape), else the
-  whole match (`(ghp|gho)_...` names a prefix). Left out: its IP-address detector
-  (not a secret), and its private-key and JWT patterns, which match a header alone; ours below
-  need the key body / all three JWT parts.
+  whole match (`(ghp|gho)_...` names a prefix), run on to the token's end. Left out: its
+  IP-address detector (not a secret), and its private-key and JWT patterns, which match a
+  header alone; ours below need the key body / all three JWT parts. Plus TOKEN_FORMATS, the
+  token formats it lacks (fine-grained GitHub tokens, Google API keys, Hugging Face tokens).
 - ours: private-key blocks (header, body, to the END line or the end of the text; a body and
   END line whose header was cut off, as in a diff's context), JWTs, `password / secret / token
   / api_key = <literal>` assignments (env, YAML, JSON, code), and high-entropy literals in any
   assignment; a literal may be triple-quoted or cut off at the end of its line.
 
-Not secrets: placeholders (`${X}`, `{token}`, `<x>`, `%(x)s`, `***`, `changeme`), code (a
-call, an attribute, a subscript), tokenizer special tokens (`"<|endoftext|>"`), git SHAs and
-other pure-hex digests, SRI hashes (`sha512-...`), lock-file digests (`sha256:...`).
+Text whose quotes are escaped (`api_key = \\"k9...\\"`, a JSON line's raw text) is also read
+with the backslashes before its quotes taken out, so every rule that needs a quote finds it.
 
-Speed: each rule has a prefilter regex (a superset, in the syntax Python and polars share);
-`mask_columns` runs the prefilters vectorised over a whole Arrow batch and calls the Python
-rules only on the rows they flag.
+Not secrets: values that are placeholders as a whole (`${X}`, `{token}`, `<x>`, `%(x)s`, `***`,
+`changeme`, `your-api-key-here`, `TODO`), code (a call, an attribute, a subscript), tokenizer
+special tokens (`"<|endoftext|>"`), git SHAs and other pure-hex digests, SRI hashes
+(`sha512-...`), lock-file digests (`sha256:...`).
+
+Speed: each rule has a prefilter regex (a superset); `mask_columns` runs the prefilters
+vectorised over a whole Arrow batch (as Rust regexes that match wherever Python's do:
+`rust_superset`) and calls the Python rules only on the rows they flag.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from bisect import bisect_right
 from functools import lru_cache
 from typing import cast
 
 import polars as pl
 import pyarrow as pa
 
+from pipeline.secret_rules import (
+    KEYWORDS,
+    TOKEN_FORMATS,
+    Rule,
+    detect_secrets_rules,
+    entropy,
+    key_tail_start,
+    own_rules,
+    placeholder,
+    rust_ok,
+    rust_superset,
+    strip_lookarounds,
+    token_format_rules,
+)
+
+__all__ = [
+    "KEYWORDS",
+    "MARK",
+    "TOKEN_FORMATS",
+    "Rule",
+    "detect_secrets_rules",
+    "entropy",
+    "find",
+    "flagged",
+    "mask",
+    "mask_columns",
+    "mask_head",
+    "placeholder",
+    "rules",
+    "rust_ok",
+    "rust_superset",
+    "shown",
+    "strip_lookarounds",
+]
+
 MARK = "[REDACTED:{}]"
-SKIP_DETECTORS = {"IPPublicDetector", "PrivateKeyDetector", "JwtTokenDetector"}
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    pattern: re.Pattern[str]
-    prefilter: str  # a superset of `pattern`, valid for Python re and polars (Rust regex)
-    group: int | str = 0  # the part of the match that is the secret
-    check: Callable[[re.Match[str]], bool] | None = None  # False: not a secret after all
-
-
-# ------------------------------------------------------------------------ our rules
-
-_PLACEHOLDER = re.compile(
-    r"""^(?:
-      \$\{?[\w.-]*\}? | \{\{?[^}]*\}?\} | <[^>]*> | %\([^)]*\)s | \*{3,}.* | \.{3,}
-    | x{4,} | (?:your|my|the|some|insert|enter|put)[_-]?[\w-]* | [\w-]*[_-]here
-    | \w*(?:example|sample|dummy|placeholder|changeme|change_me|redacted|secret|password
-    | passwd|token|xxxx|fake|unused|notused|not[-_]used|not[-_]?needed|not[-_]?set|todo|tbd
-    | fixme)[\w-]*
-    )$""",
-    re.I | re.X,
-)
-_CODE = re.compile(r"[()\[\]{}<>$%|`\s]|^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+$")
-_PATH = re.compile(r"^(?:[~.]{0,2}/|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://)|^[\w.-]+(?:/[\w.-]+)+/?$")
-_NOT_LITERAL = {"none", "null", "nil", "true", "false", "undefined", "required", "optional"}
-_NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
-
-KEYWORDS = (
-    r"pass(?:word|wd|phrase)|secret(?:_?key)?|token|api_?key|apikey|access_?key|"
-    r"auth_?key|private_?key|client_?secret|credentials?"
-)
-_ASSIGN = re.compile(
-    r"""(?P<name>[\w.-]*?(?:"""
-    + KEYWORDS
-    + r""")["']?)                       # the name ends with a credential word
-    (?:\s*:\s*[A-Za-z_][\w\[\], .]*?)??  # an optional type annotation (password: str = ...)
-    \s*(?::=|=>|=|:)\s*
-    (?:(?P<q>["'])(?P=q){0,2}(?P<quoted>[^"'\n]{6,200})  # quoted, or triple-quoted
-       (?:(?P=q)|(?=\r?\n|\Z))                           # closed, or cut off at a line end
-    | (?P<bare>[^\s"',;#]{6,200}))""",
-    re.I | re.X,
-)
-
-
-def _literal_secret(v: str, quoted: bool) -> bool:
-    """Whether an assigned value is a literal credential rather than code or a placeholder."""
-    if v.lower() in _NOT_LITERAL or _NUMBER.match(v):
-        return False
-    if _PLACEHOLDER.match(v) or _CODE.search(v) or _PATH.match(v):
-        return False
-    if len(set(v)) < 4:  # xxxxxx, 000000
-        return False
-    if quoted:
-        return True
-    # unquoted (env files, YAML): a bare identifier is a variable, not a password
-    return any(c.isdigit() or c in "!@#^&*+/=~?" for c in v)
-
-
-def _assignment_ok(m: re.Match[str]) -> bool:
-    quoted = m.group("quoted") is not None
-    return _literal_secret(m.group("quoted") if quoted else m.group("bare"), quoted)
-
-
-def entropy(s: str) -> float:
-    """Shannon entropy in bits per character."""
-    n = len(s)
-    return -sum(c / n * math.log2(c / n) for c in (s.count(x) for x in set(s))) if n else 0.0
-
-
-_DIGEST_NAMES = re.compile(
-    r"(?:^|[_.-])(?:integrity|sha\d*|hash|checksum|digest|rev|revision|commit|etag|md5|sri)$",
-    re.I,
-)
-_HIGH = re.compile(
-    r"""(?P<name>[\w.-]+)["']?\s*(?::=|=>|=|:)\s*(?P<q>["'])(?P=q){0,2}"""
-    r"""(?P<v>[A-Za-z0-9+/=_-]{24,})(?:(?P=q)|(?=\r?\n|\Z))"""
-)
-
-
-def _high_entropy_ok(m: re.Match[str]) -> bool:
-    v, name = m.group("v"), m.group("name")
-    if re.fullmatch(r"[0-9a-fA-F]+", v) or _DIGEST_NAMES.search(name):
-        return False  # git SHAs, digests
-    if re.match(r"(?:sha\d+|md5)[-_]", v, re.I):
-        return False  # SRI hashes
-    parts = [p for p in re.split(r"[-_/]", v) if p]
-    if len(parts) >= 2 and all(len(p) <= 16 for p in parts):
-        return False  # an identifier or a path: meta-llama/Llama-2-7b-hf
-    mixed = any(c.islower() for c in v) and any(c.isupper() for c in v)
-    if not (mixed and any(c.isdigit() for c in v)):
-        return False
-    return entropy(v) >= min(4.3, 0.85 * math.log2(len(v)))
-
-
-_KEY_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-# A key body read backwards from its END line (reversed, so one anchored match walks it in
-# linear time): separators (newlines, escaped "\n", spaces) and base64 runs of 16+.
-_BODY_REVERSED = re.compile(
-    r"(?:(?:[ \t]*(?:\n\r?|n\\(?:r\\)?)[ \t]*|[ \t]+)[A-Za-z0-9+/=]{16,}(?!\\))+"
-)
-
-
-def _key_tail_start(m: re.Match[str]) -> int | None:
-    """Where the key body before an END line starts, or None when none is there (a key whose
-    header was cut off, as in a diff's context: the body alone is still the secret)."""
-    size = 2048  # grown while the body fills it, to 32k (an 8192-bit key's body is 6.5k)
-    while True:
-        window = m.string[max(0, m.start() - size) : m.start()]
-        body = _BODY_REVERSED.match(window[::-1])
-        if not body or body.end() < len(window) - 100 or size > 20_000:
-            return m.start() - body.end() if body else None
-        size *= 4
-
-
-def _own_rules() -> list[Rule]:
-    return [
-        Rule(
-            "private_key",
-            re.compile(
-                r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-                r"(?:[ \t]*(?:\r?\n|\\r?\\n)|[ \t]+)"  # a newline, or spaces on one line
-                r"(?:[A-Za-z-]+:[^\n]*(?:\r?\n|\\r?\\n)){0,4}\s*(?:\\n)?[ \t]*[A-Za-z0-9+/=]{16,}"
-                r"[\s\S]*?(?:" + _KEY_END + r"|\Z)"
-            ),
-            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY",
-        ),
-        Rule("private_key", re.compile(_KEY_END), _KEY_END, "key_tail"),  # a header cut off
-        Rule(
-            "jwt",
-            re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ",
-        ),
-        Rule(
-            "credential_assignment",
-            _ASSIGN,
-            r"(?i:" + KEYWORDS + r")[\"']?\s*(?::|=)",
-            "quoted_or_bare",
-            _assignment_ok,
-        ),
-        Rule(
-            "high_entropy_assignment",
-            _HIGH,
-            r"(?::|=)\s*[\"']{1,3}[A-Za-z0-9+/=_-]{24,}",
-            "v",
-            _high_entropy_ok,
-        ),
-    ]
-
-
-# ------------------------------------------------------------------------ detect-secrets
-
-_URL_AUTH = re.compile(r"://(?P<user>[^:/?#\[\]@\s]*):(?P<pw>[^:/?#\[\]@\s]+)@")
-TEMPLATE_PASSWORDS = {"x-oauth-basic", "x-access-token", "oauth2", "token"}
-
-
-def _url_auth_ok(m: re.Match[str]) -> bool:
-    """A URL's user:password is literal: a placeholder in either part means a template
-    (`https://{token}:x-oauth-basic@github.com`)."""
-    u = _URL_AUTH.search(m.group(0))
-    if not u:
-        return True
-    user, pw = u.group("user"), u.group("pw")
-    if any(c in part for part in (user, pw) for c in "${}<>*%"):
-        return False
-    return pw.lower() not in TEMPLATE_PASSWORDS and not _PLACEHOLDER.match(pw)
-
-
-CHECKS: dict[str, Callable[[re.Match[str]], bool]] = {"basic_auth_credentials": _url_auth_ok}
-
-_LOOKAROUND = re.compile(r"\(\?(?:<?[=!])")
-
-
-def strip_lookarounds(p: str) -> str:
-    """The pattern with every look-around group removed: a superset Rust regex can run."""
-    out, i = [], 0
-    while i < len(p):
-        m = _LOOKAROUND.match(p, i)
-        if m and (i == 0 or p[i - 1] != "\\"):
-            depth, j = 0, i
-            while j < len(p):
-                if p[j] == "\\":
-                    j += 2
-                    continue
-                depth += p[j] == "("
-                depth -= p[j] == ")"
-                j += 1
-                if depth == 0:
-                    break
-            i = j
-            continue
-        out.append(p[i])
-        i += 1
-    return "".join(out)
-
-
-def rust_ok(p: str) -> bool:
-    try:
-        pl.Series([""], dtype=pl.String).str.contains(p)
-        return True
-    except pl.exceptions.PolarsError:
-        return False
-
-
-def _slug(s: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", s.lower()).strip("_")
-
-
-def detect_secrets_rules() -> list[Rule]:
-    """The RegexBasedDetector patterns of the installed detect-secrets, as rules."""
-    import importlib
-    import inspect
-    import pkgutil
-
-    import detect_secrets.plugins as plugins
-    from detect_secrets.plugins.base import RegexBasedDetector
-
-    rules = []
-    for info in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda m: m.name):
-        mod = importlib.import_module(f"detect_secrets.plugins.{info.name}")
-        for cname, cls in sorted(inspect.getmembers(mod, inspect.isclass)):
-            if (
-                cls.__module__ != mod.__name__
-                or not issubclass(cls, RegexBasedDetector)
-                or cls is RegexBasedDetector
-                or cname in SKIP_DETECTORS
-            ):
-                continue
-            # detect-secrets declares both as abstract properties on the base class; its
-            # plugins set them as class attributes (as its docs ask), which is what we read
-            denylist: Iterable[re.Pattern[str]] = cls.denylist  # type: ignore[assignment]
-            name = _slug(cls.secret_type)  # type: ignore[arg-type]
-            for rx in denylist:
-                pre = strip_lookarounds(rx.pattern)
-                pre = f"(?i:{pre})" if rx.flags & re.I else pre
-                if not rust_ok(pre):
-                    continue  # none today; a future pattern Rust cannot run is left out
-                rules.append(Rule(name, rx, pre, 1 if rx.groups else 0, CHECKS.get(name)))
-    return rules
+HEAD_MARGIN = 16_384  # mask_head reads this far past its cut (longer than any token)
 
 
 @lru_cache(maxsize=1)
 def rules() -> tuple[Rule, ...]:
     """Specific detectors first: where two find the same secret, the first names it."""
-    own = _own_rules()
-    return (*own[:3], *detect_secrets_rules(), *own[3:])
+    own = own_rules()
+    return (*own[:3], *token_format_rules(), *detect_secrets_rules(), *own[3:])
 
 
 @lru_cache(maxsize=1)
@@ -291,20 +90,39 @@ def _prefilter() -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
 
 
+@lru_cache(maxsize=1)
+def _rust_prefilters() -> tuple[str, ...]:
+    return tuple(rust_superset(r.prefilter) for r in rules())
+
+
+# Backslashes before a quote: `\"` in a JSON line's raw text, in a string in code.
+_ESCAPED_QUOTE = re.compile(r"""\\+(?=["'])""")
+_RUST_ESCAPED_QUOTE = r"""\\+(["'])"""
+
+
 def flagged(col: pl.Series) -> dict[int, list[int]]:
-    """row -> the rules whose prefilter matches it, vectorised (one Rust scan per rule)."""
+    """row -> the rules whose prefilter matches it (or its text with quotes unescaped),
+    vectorised (one Rust scan per rule)."""
     df = pl.DataFrame({"t": col.fill_null("")})
-    hits = df.select(
-        [pl.col("t").str.contains(r.prefilter).alias(str(k)) for k, r in enumerate(rules())]
-    )
+    exprs = [pl.col("t").str.contains(p).alias(str(k)) for k, p in enumerate(_rust_prefilters())]
+    hits = df.select(exprs)
     any_hit = hits.select(pl.any_horizontal(pl.all())).to_series().arg_true()
     out: dict[int, list[int]] = {}
     for row, flags in zip(any_hit.to_list(), hits[any_hit].iter_rows(), strict=True):
         out[row] = [k for k, f in enumerate(flags) if f]
+    escaped = df["t"].str.contains(_RUST_ESCAPED_QUOTE).arg_true()
+    if len(escaped):
+        view = df[escaped].select(pl.col("t").str.replace_all(_RUST_ESCAPED_QUOTE, "$1"))
+        for row, flags in zip(escaped.to_list(), view.select(exprs).iter_rows(), strict=True):
+            more = {k for k, f in enumerate(flags) if f}
+            if more:
+                out[row] = sorted(more.union(out.get(row, [])))
     return out
 
 
 # ------------------------------------------------------------------------ masking
+
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
 
 
 def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
@@ -312,23 +130,37 @@ def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
         g = "quoted" if m.group("quoted") is not None else "bare"
         return m.span(g)
     if r.group == "key_tail":  # an END line alone is a mention: an empty span, no finding
-        s = _key_tail_start(m)
+        s = key_tail_start(m)
         return (m.end() if s is None else s), m.end()
     if r.group == 1:  # detect-secrets: group 1 is the secret when it holds one, else a prefix
         s, e = m.span(1)
-        return (s, e) if s >= 0 and e - s >= 8 else m.span(0)
-    return m.span(r.group)
+        s, e = (s, e) if s >= 0 and e - s >= 8 else m.span(0)
+    else:
+        s, e = m.span(r.group)
+    if r.whole_token and e == m.end():  # a pattern of fixed length stops inside a longer token
+        e = _TOKEN_TAIL.match(m.string, e).end()  # type: ignore[union-attr]
+    return s, e
 
 
-def find(text: str, only: list[int] | None = None) -> list[tuple[int, int, str]]:
-    """(start, end, rule) of every secret in text, leftmost first, without overlaps.
+@lru_cache(maxsize=1)
+def _quoting() -> frozenset[int]:
+    """The rules whose pattern has a quote in it: only they can find more once quotes are
+    unescaped."""
+    return frozenset(k for k, r in enumerate(rules()) if re.search("[\"']", r.pattern.pattern))
 
-    only: the indices of the rules to try (their prefilters already matched)."""
-    if not text or (only is None and not _prefilter().search(text)):
+
+def _found(
+    text: str, only: list[int] | None, quoting: bool = False
+) -> list[tuple[int, int, int, str]]:
+    """(start, -end, rule index, rule name) of every finding, overlaps included; quoting:
+    of the rules with a quote in their pattern only."""
+    if only is None and not _prefilter().search(text):
         return []
     found = []
     all_rules = rules()
     for k in range(len(all_rules)) if only is None else only:
+        if quoting and k not in _quoting():
+            continue
         r = all_rules[k]
         if only is None and not re.search(r.prefilter, text):
             continue
@@ -337,6 +169,41 @@ def find(text: str, only: list[int] | None = None) -> list[tuple[int, int, str]]
                 s, e = _span(r, m)
                 if e > s:
                     found.append((s, -e, k, r.name))
+    return found
+
+
+def _unescaped(text: str) -> tuple[str, list[int], list[int]] | None:
+    """The text with the backslashes before its quotes taken out, and where: the view index
+    of each quote that lost some, and how many were taken out up to it (None: none were)."""
+    at_view, removed, parts, at, n = [], [], [], 0, 0
+    for m in _ESCAPED_QUOTE.finditer(text):
+        parts.append(text[at : m.start()])
+        n += m.end() - m.start()
+        at_view.append(m.end() - n)
+        removed.append(n)
+        at = m.end()
+    if not at_view:
+        return None
+    parts.append(text[at:])
+    return "".join(parts), at_view, removed
+
+
+def find(text: str, only: list[int] | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, rule) of every secret in text, leftmost first, without overlaps.
+
+    only: the indices of the rules to try (their prefilters already matched)."""
+    if not text:
+        return []
+    found = _found(text, only)
+    view = _unescaped(text) if "\\" in text else None
+    if view is not None:
+        v, at_view, removed = view
+
+        def orig(i: int) -> int:
+            k = bisect_right(at_view, i) - 1
+            return i + (removed[k] if k >= 0 else 0)
+
+        found += [(orig(s), -(orig(-ne - 1) + 1), k, n) for s, ne, k, n in _found(v, only, True)]
     found.sort()
     out: list[tuple[int, int, str]] = []
     for s, neg_e, _, name in found:
@@ -347,17 +214,40 @@ def find(text: str, only: list[int] | None = None) -> list[tuple[int, int, str]]
     return out
 
 
+def _replaced(text: str, hits: list[tuple[int, int, str]], end: int) -> tuple[str, list[str]]:
+    """text[:end] with each finding that starts before `end` replaced by its mark (whole,
+    also where it runs on past `end`)."""
+    parts, at, fired = [], 0, []
+    for s, e, name in hits:
+        if s >= end:
+            break
+        parts += [text[at:s], MARK.format(name)]
+        fired.append(name)
+        at = e
+    parts.append(text[at:end])
+    return "".join(parts), fired
+
+
 def mask(text: str, only: list[int] | None = None) -> tuple[str, list[str]]:
     """(text with every secret replaced by [REDACTED:<rule>], the rules that fired)."""
     hits = find(text, only)
-    if not hits:
-        return text, []
-    parts, at = [], 0
-    for s, e, name in hits:
-        parts += [text[at:s], MARK.format(name)]
-        at = e
-    parts.append(text[at:])
-    return "".join(parts), [n for _, _, n in hits]
+    return _replaced(text, hits, len(text)) if hits else (text, [])
+
+
+def mask_head(text: str, limit: int) -> tuple[str, list[str]]:
+    """mask(text[:limit]), the secrets found in text[:limit + HEAD_MARGIN]: one the cut goes
+    through is found whole and masked, never shown in part (nor missed, cut too short)."""
+    return _replaced(text, find(text[: limit + HEAD_MARGIN]), min(limit, len(text)))
+
+
+# C0 and C1 controls, DEL, and the bidi controls that reorder what a terminal shows
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str) -> str:
+    """Text from the data as a message shows it: secrets masked, control characters escaped
+    (`\\x1b`, never a terminal escape sequence)."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], mask(text)[0])
 
 
 def mask_columns(

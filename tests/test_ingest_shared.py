@@ -30,6 +30,14 @@ def test_shared_corpora_ingest_with_the_right_counts(tmp_path, cli):
     row = nfe.filter(pl.col("change").str.starts_with("5065990")).row(0, named=True)
     assert row["comment"] == "BUGFIX: Recycle views to scroll faster"
     assert row["repo"] == "onyxbits/listmyaps" and row["language"] == "java"
+    # lines of the changed region (lines 22..31 of 36 -> 22..34 of 39), not of the whole file;
+    # its diff is -4 +7 in two hunks, the region spans the unchanged lines between them
+    assert (row["lines_removed"], row["lines_added"]) == (10, 13)
+    # 17 upstream messages are cut short (no closing quotes): none keeps a stray quote
+    nfe_all = items.filter(pl.col("source").str.starts_with("nofuneval"))
+    assert nfe_all.filter(pl.col("comment").str.contains(r"^['\"\\]")).height == 0
+    cut = nfe_all.filter(pl.col("comment").str.starts_with("Optimise analog again"))
+    assert cut.height == 1 and cut["comment"][0].endswith("analog to center")
     pch = items.filter(pl.col("source") == "pre-commit-hooks")
     bumps = pch.filter(pl.col("path") == ".pre-commit-config.yaml")
     assert bumps.height == 419
@@ -38,3 +46,13 @@ def test_shared_corpora_ingest_with_the_right_counts(tmp_path, cli):
     blank = pch.filter((pl.col("before") == "") & (pl.col("after") == ""))
     assert blank.height > 0 and (blank["lines_removed"] + blank["lines_added"]).min() > 0
     assert cli("verify", tmp_path / "shared").exit_code == 0
+
+
+def test_a_mined_corpus_with_no_config_keeps_its_commit_and_time(tmp_path, cli):
+    """`commit` and `timestamp` are read for change and created_at without a field map."""
+    path = shared("pre-commit-hooks.jsonl.gz")
+    cli("run", path, "--out", tmp_path / "r", "--until", "ingest")
+    items = pl.read_parquet(tmp_path / "r" / "ingest" / "items.parquet")
+    assert items.height == EXPECTED["pre-commit-hooks"]
+    assert items.filter(pl.col("change") == "").height == 0
+    assert items["change"].n_unique() > 700 and items["created_at"].null_count() == 0

@@ -196,3 +196,34 @@ def test_a_folder_that_is_not_parquet_parts_is_one_clear_error(tmp_path, fmt, wh
     (tmp_path / "d" / "a.jsonl").write_text(json.dumps(ROWS[0]) + "\n")
     with pytest.raises(SourceUnreadable, match=why):
         read_source(table, tmp_path / "d", fields=MAP, format=fmt)
+
+
+def test_line_counts_are_of_the_changed_region_not_the_whole_file(tmp_path):
+    """Whole files before/after: lines removed/added are those between the common leading
+    and trailing lines; an input that carries its own counts keeps them."""
+    from pipeline.ingest import base
+
+    head, tail = "".join(f"a{k}\n" for k in range(30)), "".join(f"z{k}\n" for k in range(5))
+    before = head + "old1\nold2\n" + tail
+    after = head + "new1\nnew2\nnew3\n" + tail
+    rows = [
+        {"before": before, "after": after},
+        {"before": before, "after": after, "lines_removed": 9, "lines_added": 8},
+        {"before": before, "after": after, "lines_added": 8},
+        {"before": "x = 1", "after": "x = 2\ny = 3"},  # a mined hunk: all of it changed
+    ]
+    p = tmp_path / "files.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    b = base.Batcher("files", IngestContext())
+    for rec in read_source(table, p):
+        b.add(rec)
+    batch = b.take_items()
+    assert batch is not None
+    got = list(
+        zip(batch["lines_removed"].to_pylist(), batch["lines_added"].to_pylist(), strict=True)
+    )
+    assert got == [(2, 3), (9, 8), (2, 8), (1, 2)]
+    changed_counts = base.changed_counts
+    assert changed_counts("a\nb\n", "a\nb") == (1, 1)  # the end-of-file newline changed
+    assert changed_counts("a\na\n", "a\n") == (1, 0)  # prefix and suffix do not overlap
+    assert changed_counts("", "") == (0, 0) and changed_counts("same\n", "same\n") == (0, 0)

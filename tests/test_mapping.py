@@ -91,3 +91,58 @@ def test_transforms_for_nofuneval_fields():
     )
     assert it.repo == "onyxbits/listmyaps" and it.change.startswith("5065990")
     assert it.comment == "BUGFIX: Recycle views to scroll faster"
+
+
+# The shapes of NoFunEval `commit_message` whose upstream text was cut short: the repr'd
+# message lost its closing `\\"'`, so the quotes open but never close.
+TRUNCATED = {
+    "'\\\\\"Optimise analog again\\\\n\\\\n- forgot to apply it\\\\nanalog to center": (
+        "Optimise analog again\n\n- forgot to apply it\nanalog to center"
+    ),
+    "'\\\\\"Clear cookies": "Clear cookies",
+    "'\\\\\"[detekt] UrlAutoCompleteFilter: Avoid using Kotlin\\'s spread operator": (
+        "[detekt] UrlAutoCompleteFilter: Avoid using Kotlin's spread operator"
+    ),
+    '\'\\\\"speed up repo searchs by using \\\\"depth last\\\\"\\\\n\\\\nRecursively s': (
+        'speed up repo searchs by using "depth last"\n\nRecursively s'
+    ),
+}
+
+
+def test_unrepr_peels_an_unclosed_repr_layer():
+    for raw, want in TRUNCATED.items():
+        assert unrepr(raw) == want, raw
+        assert unrepr(raw + "\\\\n\\\\\"'") == want  # the same message, not cut short
+    # a single repr cut short, and one of a message that starts with a quote
+    assert unrepr("'Fix leak\\nin pool") == "Fix leak\nin pool"
+    assert unrepr(repr(repr('"x" is y'))[:-3]) == '"x" is y'
+    # text that merely starts with a quote is not a repr: its quote stays
+    for text in ('"foo" is now bar', "'quoted' word", '"a', "'", '"Revert "x"" again'):
+        assert unrepr(text) == text
+
+
+def test_common_input_names_fill_change_and_created_at():
+    """Mined history's `commit` / `timestamp` (and the like) fill change / created_at when
+    the source neither has those fields nor maps them."""
+    base = {"before": "a", "after": "b"}
+    it = item(map_object({**base, "commit": "f23336e", "timestamp": 1700000000}, spec(), "l"))
+    assert it.change == "f23336e"
+    assert it.created_at == datetime(2023, 11, 14, 22, 13, 20, tzinfo=timezone.utc)
+    it = item(map_object({**base, "pr_number": 42, "date": "2024-03-05T10:11:12Z"}, spec(), "l"))
+    assert it.change == "42" and it.created_at == datetime(
+        2024, 3, 5, 10, 11, 12, tzinfo=timezone.utc
+    )
+    # the item's own name wins; a value the field cannot hold is passed over, not an error
+    obj = {**base, "change": "c1", "commit": "x", "pull_request": {"url": "u"}, "created": 5}
+    it = item(map_object(obj, spec(), "l"))
+    assert it.change == "c1" and it.created_at == datetime(1970, 1, 1, 0, 0, 5, tzinfo=timezone.utc)
+    r = map_object({**base, "pull_request": {"url": "u"}, "sha": "abc"}, spec(), "l")
+    assert item(r).change == "abc" and r.problems == []
+    it = item(map_object({**base, "pull_request": {"url": "u"}}, spec(), "l"))
+    assert it.change == "" and it.created_at is None
+    # a mapping or a default for the field turns its aliases off
+    obj = {**base, "commit": "x", "timestamp": 1, "ref": "r9"}
+    it = item(
+        map_object(obj, spec(fields={"change": "ref"}, defaults={"created_at": "2020-01-01"}), "l")
+    )
+    assert it.change == "r9" and it.created_at == datetime(2020, 1, 1, tzinfo=timezone.utc)

@@ -210,6 +210,17 @@ def test_the_same_edit_in_two_files_of_one_commit_is_one_group() -> None:
     assert {a} in per_file.values() and {b} in per_file.values()
 
 
+def test_items_with_no_change_are_not_one_change() -> None:
+    """change "" is no known change: such items group at repo scope, never as one change."""
+    df = items([{**FOUNDING[0], "change": ""}, {**FOUNDING[1], "change": ""}, *FOUNDING])
+    shapes = group_shapes(df, ShapesConfig())
+    a, b, c, d = df["id"].to_list()
+    per_change = groups(shapes, "change")
+    assert {a} in per_change.values() and {b} in per_change.values()
+    assert {c, d} in per_change.values()
+    assert {a, b, c, d} in groups(shapes, "repo").values()
+
+
 def test_uses_tag_bumps_group_like_rev_bumps() -> None:
     """`uses: x@v3 -> @v4` in two workflow files, and a bump of another action: one group."""
     df = items(

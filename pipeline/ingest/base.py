@@ -47,7 +47,7 @@ class RawItem:
     comment: str = ""
     author: str | None = None
     author_is_bot: bool | None = None  # None: decided from `author` by the bot patterns
-    lines_removed: int | None = None  # None: counted from `before`
+    lines_removed: int | None = None  # None: counted from before/after (changed_counts)
     lines_added: int | None = None
     created_at: datetime | None = None
     language: str = ""  # "" : from the path extension
@@ -125,6 +125,33 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (0 if text.endswith("\n") else 1)
 
 
+def changed_counts(before: str, after: str) -> tuple[int, int]:
+    """(removed, added) lines of the region where `before` and `after` differ: the lines left
+    once their common leading and trailing lines are cut (a line keeps its newline, so a
+    changed end-of-file newline is a changed line, as in git). For a mined hunk (before and
+    after are the removed and added lines) this is count_lines of each; for whole files it is
+    the edit, not the file's length."""
+    if before == after:
+        return 0, 0
+    a, b = _lines(before), _lines(after)
+    head = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        head += 1
+    tail, most = 0, min(len(a), len(b)) - head  # the suffix may not reach into the prefix
+    while tail < most and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return len(a) - head - tail, len(b) - head - tail
+
+
+def _lines(text: str) -> list[str]:
+    """The lines count_lines counts, each with its newline (the last may have none)."""
+    lines = text.split("\n")
+    last = lines.pop()  # "" when the text ends with a newline: no line there
+    return [x + "\n" for x in lines] + ([last] if last else [])
+
+
 def to_utc(value: datetime | None) -> datetime | None:
     """`value` in UTC (naive is taken as UTC); None when it has no UTC equivalent (year 1
     with a positive offset ...): sources check times before this, so that is a last guard."""
@@ -142,7 +169,7 @@ class Batcher:
     """Collects records into columnar batches of items and of errors."""
 
     def __init__(self, source: str, ctx: IngestContext):
-        self.source = source
+        self.source = secrets.mask(source)[0]  # a file name can hold a token too
         self.ctx = ctx
         self._items: dict[str, list] = {f.name: [] for f in ITEM_SCHEMA}
         self._errors: dict[str, list] = {f.name: [] for f in ERROR_SCHEMA}
@@ -207,8 +234,11 @@ class Batcher:
         c["author"].append(it.author)
         bot = it.author_is_bot if it.author_is_bot is not None else self.ctx.is_bot(it.author)
         c["author_is_bot"].append(bool(bot))
-        removed = it.lines_removed if it.lines_removed is not None else count_lines(it.before)
-        added = it.lines_added if it.lines_added is not None else count_lines(it.after)
+        removed, added = it.lines_removed, it.lines_added
+        if removed is None or added is None:  # the input's own counts win where it has them
+            r, a = changed_counts(it.before, it.after)
+            removed = r if removed is None else removed
+            added = a if added is None else added
         c["lines_removed"].append(removed)
         c["lines_added"].append(added)
         c["created_at"].append(to_utc(it.created_at))
@@ -241,17 +271,18 @@ class Batcher:
 
 
 def masked_raw(raw: str | bytes, limit: int = RAW_MAX_CHARS) -> tuple[str, list[str]]:
-    """truncate_raw, with secrets masked before the cut (so none is left half-shown at it)."""
+    """truncate_raw, with secrets masked: the cut is made in the raw text, and a secret it
+    goes through is masked whole (mask_head), so none is left half-shown at it."""
     if isinstance(raw, bytes):
         total = None
-        raw = raw[: (limit + 512) * 4].decode("utf-8", errors="backslashreplace")
+        raw = raw[: (limit + secrets.HEAD_MARGIN) * 4].decode("utf-8", errors="backslashreplace")
     else:
         total = len(raw)
-    text, fired = secrets.mask(raw[: limit + 512])
+    text, fired = secrets.mask_head(raw, limit)
     if len(raw) <= limit:
         return text, fired
     more = (total if total is not None else len(raw)) - limit
-    return text[:limit] + f"... [{more} more chars]", fired
+    return text + f"... [{more} more chars]", fired
 
 
 def _reason_key(reason: str) -> str:

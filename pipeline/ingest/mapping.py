@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from pipeline import secrets
 from pipeline.config import ConfigError, SourceConfig
 from pipeline.ingest.base import RawItem, Record, RecordError
 from pipeline.schema import TEXT_FIELDS
@@ -29,6 +30,24 @@ MAPPABLE = (*TEXT_FIELDS, "author_is_bot", "lines_removed", "lines_added", "crea
 # error record: text is the item's content and id.
 LENIENT = {"author_is_bot", "lines_removed", "lines_added", "created_at"}
 _MISSING = object()
+# Common input names read for an item field that has no input field of its own name, no
+# mapping and no default, first present wins: mined history names its commit `commit` and
+# its time `timestamp`, and without them every item of a source would share the change "" and
+# have no time. Only names that mean the same thing; a value of a type the field cannot hold
+# (a `pull_request` object) is passed over, never an error: nobody asked for that field.
+ALIASES = {
+    "change": (
+        "commit",
+        "sha",
+        "commit_sha",
+        "commit_id",
+        "pr_number",
+        "pull_number",
+        "pr",
+        "pull_request",
+    ),
+    "created_at": ("timestamp", "created", "date"),
+}
 
 
 class OutOfRange(ValueError):
@@ -43,17 +62,36 @@ def unrepr(text: str) -> str:
     """Undo (repeated) Python-repr quoting: '\\\\"Fix leak\\\\n\\\\"' -> 'Fix leak'.
 
     NoFunEval stores commit messages repr'd twice. Quotes are peeled and backslash escapes
-    decoded until the text stops changing; non-ASCII text is left as it is.
+    decoded until the text stops changing; non-ASCII text is left as it is. Some upstream
+    messages are cut short, so the closing quotes are missing: an unmatched opening quote is
+    peeled too, but only where it is evidently a repr layer (`_truncated`), so a message that
+    merely starts with a quote keeps it.
     """
+    inner = False  # a peeled layer began with an escaped quote: the next layer's opening one
     for _ in range(8):
         s = text.strip()
         if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
             s = s[1:-1]
+            inner = False
+        elif s[:1] in ("'", '"') and (inner or _truncated(s)):
+            s = s[1:]
+            inner = _ESCAPED_QUOTE.match(s) is not None
         s = _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(0)), s)
         if s == text:
             break
         text = s
     return text.strip()
+
+
+# After an opening quote: an escaped quote (a repr of a repr), or any escape unrepr decodes.
+_ESCAPED_QUOTE = re.compile(r"\\+['\"]")
+_ANY_ESCAPE = re.compile(r"\\[\\'\"ntr0]")
+
+
+def _truncated(s: str) -> bool:
+    """Whether `s`, starting with a quote it does not end with, is a repr cut short: what
+    follows the quote is still escaped text (a message that quotes a word has no escapes)."""
+    return _ESCAPED_QUOTE.match(s, 1) is not None or _ANY_ESCAPE.search(s, 1) is not None
 
 
 _GH_URL = re.compile(r"github\.com/(?:repos/)?([^/\s]+/[^/\s#?]+)")
@@ -82,8 +120,9 @@ TRANSFORMS: dict[str, Callable[[str], str]] = {
 def check_transforms(spec: SourceConfig) -> None:
     for k, name in spec.transforms.items():
         if name not in TRANSFORMS:
+            source = secrets.mask(spec.display_name())[0]
             raise ValueError(
-                f"source {spec.display_name()!r}: transforms.{k} = {name!r} is unknown; "
+                f"source {source!r}: transforms.{k} = {name!r} is unknown; "
                 f"known: {', '.join(sorted(TRANSFORMS))}"
             )
 
@@ -114,7 +153,9 @@ class UnmappedField(ConfigError):
     the config, not damage in the data (one missing from some records follows `required`)."""
 
     def __init__(self, item: str, src: str, seen: list[str]):
-        shown = ", ".join(seen[:20]) + (", ..." if len(seen) > 20 else "")
+        # a record's keys are data: a key can be a token, or a terminal escape sequence
+        shown = ", ".join(map(secrets.shown, seen[:20])) + (", ..." if len(seen) > 20 else "")
+        src = secrets.mask(src)[0]
         super().__init__(
             f"fields.{item} = {src!r}: no record has a field {src!r} (fields seen: {shown})"
         )
@@ -140,6 +181,9 @@ class Mapper:
                 name in spec.defaults,
                 TRANSFORMS[spec.transforms[name]] if name in spec.transforms else None,
                 name in TEXT_FIELDS,
+                ALIASES.get(name, ())
+                if name not in spec.fields and name not in spec.defaults
+                else (),
             )
             for name in MAPPABLE
         ]
@@ -153,10 +197,12 @@ class Mapper:
             self._note_fields(obj)
         values: dict[str, Any] = {}
         problems: list[str] = []
-        for name, src, required, default, has_default, tf, is_text in self.plan:
+        for name, src, required, default, has_default, tf, is_text, aliases in self.plan:
             v = obj.get(src, _MISSING)
             if v is _MISSING and "." in src:
                 v = lookup(obj, src)
+            if aliases and (v is _MISSING or v is None):
+                v, src = _alias(obj, aliases, is_text, src)
             if is_text and type(v) is str and (v or not has_default):
                 values[name] = tf(v) if tf else v  # the common case, kept cheap
                 continue
@@ -189,6 +235,20 @@ class Mapper:
         if self.objects and self.unseen:
             item, src = next(iter(self.unseen.items()))
             raise UnmappedField(item, src, list(self.keys_seen))
+
+
+def _alias(
+    obj: dict[str, Any], aliases: tuple[str, ...], is_text: bool, src: str
+) -> tuple[Any, str]:
+    """(value, input field) of the first alias with a usable value; (_MISSING, src) if none."""
+    for a in aliases:
+        v = obj.get(a)
+        if v is None or v == "":
+            continue
+        if is_text and (isinstance(v, bool) or not isinstance(v, (str, int))):
+            continue
+        return v, a
+    return _MISSING, src
 
 
 def map_object(obj: Any, spec: SourceConfig, ref: str) -> Record | RecordError:

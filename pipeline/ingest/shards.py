@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import secrets
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
@@ -171,7 +172,7 @@ def read_piece(task: tuple[str, SourceConfig, Path, Shard | None], p: Params) ->
         bot_patterns=p.bot_patterns,
         advance=advance,
         set_total=lambda n: live.__setitem__("total", n),
-        warn=warnings.append,
+        warn=lambda w: warnings.append(secrets.shown(w)),  # names a file, a header
         shard=shard,
         fields_seen=seen,
     )

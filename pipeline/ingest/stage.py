@@ -21,6 +21,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from pipeline import secrets
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console
 from pipeline.errors import DataError
@@ -63,19 +64,32 @@ def source_path(cfg: Config, spec: SourceConfig) -> Path:
     return cfg.resolve(spec.path)
 
 
+def source_name(spec: SourceConfig) -> str:
+    """The source's name (by default its file name), secrets masked: it is the `source`
+    column, a key of the manifests and in messages, and a file name can hold a token."""
+    return secrets.mask(spec.display_name())[0]
+
+
+def source_names(cfg: Config) -> list[str]:
+    """source_name of each source, in config order; names the masking made equal get their
+    place in the config appended (`#1`), so each source keeps its own counts."""
+    names = [source_name(s) for s in cfg.ingest.sources]
+    return [f"{n}#{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
 def key(cfg: Config) -> tuple[str, dict[str, str]]:
     """Every source checked readable, then fingerprinted by content: the stage's inputs."""
     if not cfg.ingest.sources:
         raise IngestFailed("no sources configured: add [[ingest.sources]] to the config")
     inputs: dict[str, str] = {}
-    for spec in cfg.ingest.sources:
+    for spec, name in zip(cfg.ingest.sources, source_names(cfg), strict=True):
         p = source_path(cfg, spec)
         try:  # before fingerprinting: hashing /dev/zero or a FIFO would never end
             check_source_path(p, EXPECTS.get(spec.kind, "any"))
         except SourceUnreadable as e:
-            raise IngestIOError(f"source {spec.display_name()!r} ({spec.kind}): {e}") from None
+            raise IngestIOError(f"source {name!r} ({spec.kind}): {secrets.shown(str(e))}") from None
         rev = spec.rev if spec.kind == "git" else None
-        inputs[spec.display_name()] = input_fingerprint(p, rev)
+        inputs[name] = input_fingerprint(p, rev)
     return "", inputs
 
 
@@ -90,8 +104,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     with ExitStack() as stack:
         out = Writer(io, schemas, cfg.ingest.batch_size, stack)
         bar = stack.enter_context(io.progress())
-        for i, spec in enumerate(cfg.ingest.sources):
-            name, path = spec.display_name(), source_path(cfg, spec)
+        for i, (spec, name) in enumerate(zip(cfg.ingest.sources, source_names(cfg), strict=True)):
+            path = source_path(cfg, spec)
             pieces = shards.plan(spec, path, cfg.ingest.shard_bytes)
             first = pieces[0]
             whole = first is None
@@ -124,8 +138,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _failure(what: list[str], spec: SourceConfig, i: int) -> IngestFailed:
     """The one-line failure a piece reported (kind, message), as the stage's exception."""
-    kind, msg = what
-    name = spec.display_name()
+    kind, msg = what[0], secrets.shown(what[1])  # a path in it can hold a token
+    name = source_name(spec)
     if kind == "unreadable":
         return IngestIOError(f"source {name!r} ({spec.kind}): {msg}")
     if kind == "unmapped":  # a config error found by reading: exit 2
@@ -193,7 +207,8 @@ def _input_count(
     try:
         got = count_records(spec, source_path(cfg, spec), cfg.ingest.max_record_bytes)
     except SourceUnreadable as e:
-        raise IngestIOError(f"source {spec.display_name()!r} ({spec.kind}): {e}") from None
+        msg = secrets.shown(str(e))
+        raise IngestIOError(f"source {source_name(spec)!r} ({spec.kind}): {msg}") from None
     if got is None:
         return {}
     n, unit = got

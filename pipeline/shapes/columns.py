@@ -115,7 +115,12 @@ def _where(scope: str, path_in_key: bool) -> pl.Expr:
         return pl.lit("")
     if scope == "corpus":
         return pl.col("path").str.split("/").list.last() if path_in_key else pl.lit("")
-    cols = ["repo", "change"] if scope == "change" else ["repo"]
+    cols: list[str | pl.Expr] = ["repo"]
+    if scope == "change":
+        # "" is no known change (a source without one): each such item is its own change, or
+        # every item of the source would be grouped as one change.
+        own = pl.concat_str([pl.lit("\x1e"), pl.col("id")])
+        cols.append(pl.when(pl.col("change") == "").then(own).otherwise(pl.col("change")))
     return pl.concat_str([*cols, *(["path"] if path_in_key else [])], separator="\0")
 
 
@@ -137,7 +142,7 @@ def key_frame(
     shape_key's 64 bits, then 64 more that tell keys apart) and, for the policy: cap's
     `_rank<k>` columns (keeper given), spread's `_ih` (the item's seeded hash)."""
     cols = shape_columns(df, s.context_key)
-    base = pl.concat([df.select("repo", "change", "path"), cols], how="horizontal")
+    base = pl.concat([df.select("id", "repo", "change", "path"), cols], how="horizontal")
     shape = pl.concat_str(
         [pl.col("digit_only").cast(pl.String), pl.col("_ctx"), pl.col("shape_text")],
         separator="\x1f",
