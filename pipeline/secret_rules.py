@@ -86,10 +86,12 @@ KEYWORDS = (
     r"pass(?:word|wd|phrase)|secret(?:_?key)?|token|api_?key|apikey|access_?key|"
     r"auth_?key|private_?key|client_?secret|credentials?"
 )
+_KEYWORD = re.compile(KEYWORDS, re.I)
+_AWS_SECRET = re.compile(r"(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[A-Za-z0-9/+]{40}")  # a secret access key
 # A quote may be escaped (`\"`, as in a JSON line's raw text or a string in code): the
 # closing quote must then be escaped the same way.
 _ASSIGN = re.compile(
-    r"""(?P<name>[\w.-]*?(?:"""
+    r"""(?P<name>[\w.-]{0,64}?(?:"""  # bounded: a long word run cost O(n^2) (13 s at 20k)
     + KEYWORDS
     + r""")(?:\\*["'])?)                 # the name ends with a credential word
     (?:\s*:\s*[A-Za-z_][\w\[\], .]*?)??  # an optional type annotation (password: str = ...)
@@ -105,7 +107,11 @@ def _literal_secret(v: str, quoted: bool) -> bool:
     """Whether an assigned value is a literal credential rather than code or a placeholder."""
     if v.lower() in _NOT_LITERAL or _NUMBER.match(v):
         return False
+    if _AWS_SECRET.fullmatch(v):  # its / would make it a path below
+        return True
     if placeholder(v) or _CODE.search(v) or _PATH.match(v):
+        return False
+    if _WORDS_ONLY.fullmatch(v) and _KEYWORD.search(v):  # HF_TOKEN, eos_token: a name
         return False
     if len(set(v)) < 4:  # xxxxxx, 000000
         return False
@@ -131,7 +137,7 @@ _DIGEST_NAMES = re.compile(
     re.I,
 )
 _HIGH = re.compile(
-    r"""(?P<name>[\w.-]+)(?:\\*["'])?\s*(?::=|=>|=|:)\s*(?P<q>\\*["'])(?P=q){0,2}"""
+    r"""(?P<name>[\w.-]{1,64})(?:\\*["'])?\s*(?::=|=>|=|:)\s*(?P<q>\\*["'])(?P=q){0,2}"""
     r"""(?P<v>[A-Za-z0-9+/=_-]{24,})(?:(?P=q)|(?=\r?\n|\\[rn]|\Z))"""
 )
 

@@ -100,3 +100,16 @@ def test_the_check_needs_both_sides_and_a_threshold_in_range():
     assert not DedupConfig(fields=["after", "comment"]).checks_change
     with pytest.raises(ValueError, match="change_threshold"):
         DedupConfig(change_threshold=1.5)
+
+
+def test_the_same_rewrap_at_another_depth_is_the_same_change():
+    """Whitespace counts by kind (a line break or not), not depth: the same unwrap in a method
+    and in a function, or trailing spaces cut, are one change; the undoing is another."""
+    w8 = ("    result = compute(\n        alpha, beta, gamma, delta\n    )",
+          "    result = compute(alpha, beta, gamma, delta)")  # fmt: skip
+    w12 = tuple(x.replace("\n", "\n    ").replace("    result", "        result", 1) for x in w8)
+    same = change_elements(*w8, 5) == change_elements(*w12, 5)
+    assert same and change_elements(*w8, 5) != change_elements(w8[1], w8[0], 5)
+    assert change_elements("x = f(a)  \ny = 2", "x = f(a)\ny = 2", 5) == change_elements(
+        "x = f(a) \ny = 2", "x = f(a)\ny = 2", 5
+    )

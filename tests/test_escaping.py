@@ -159,3 +159,12 @@ def test_the_live_progress_bar_escapes_its_description(monkeypatch):
     out = buf.getvalue()
     assert r"ingest \x1b[2J\x1b[31mRED\x1b]0;title\x07" in out
     assert "\x1b[2J" not in out and "\x07" not in out
+
+
+def test_a_crlf_line_end_in_a_report_is_a_line_end():
+    """Windows line ends are not control characters to show: `\\r\\n` is written `\\n`, a
+    lone CR still escaped."""
+    from pipeline.report.render import env
+
+    out = env(False).from_string("{{ x|fence }}").render(x="a = 1\r\nb = 2\r\nc\rd")
+    assert out == "```\na = 1\nb = 2\nc\\rd\n```"

@@ -141,6 +141,7 @@ def test_dedup_section_matches_clusters_and_edges(run):
     at = pl.col("exact_j") >= x["threshold"]
     assert x["edges_at_threshold"] == edges.filter(same & at).height
     assert x["edges_other_change"] == edges.filter(~same & at).height
+    assert x["edges"] == x["edges_at_threshold"] + x["edges_other_change"] + x["edges_below"]
     assert len(x["largest"]) == min(5, sizes.height)
     for c in x["largest"]:
         assert len(c["members"]) == min(8, c["size"])

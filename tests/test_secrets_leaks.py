@@ -223,3 +223,26 @@ def test_a_file_named_after_a_token_does_not_name_the_run_folder(tmp_path, cli, 
     res = cli("run", f"{GHP}.jsonl", "--until", "ingest")
     assert (tmp_path / "runs" / "run" / "ingest" / "items.parquet").exists()
     assert GHP not in res.output and not any(GHP in p.name for p in (tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'token = "HF_TOKEN"',
+        'secret_key = "DJANGO_SECRET_KEY"',
+        'self.token = "eos_token"',
+        'csrf_token = "csrfmiddlewaretoken"',
+        'secret = "webhook_secret"',
+    ],
+)
+def test_a_name_assigned_to_a_credential_variable_is_code_not_a_secret(text):
+    """Env var names and token kinds (letters and separators, a credential word in them) are
+    kept: masking them would drop ordinary tokenizer and settings code from the corpus."""
+    assert S.mask(text) == (text, [])
+
+
+def test_an_aws_secret_key_with_slashes_is_not_taken_for_a_path():
+    key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq93LKEY12"
+    for text in (f"AWS_SECRET_ACCESS_KEY={key}", f"aws_secret_access_key: {key}"):
+        assert key not in S.mask(text)[0]
+    assert S.mask('private_key = "keys/deploy/id_rsa"')[1] == []  # a path stays

@@ -52,6 +52,14 @@ def _word(c: str) -> bool:
     return re.fullmatch(r"\w", c) is not None
 
 
+def _ws(token: str) -> str:
+    """A whitespace token as its kind: one that breaks a line, or one that does not (the same
+    re-wrap or re-indent at another depth is the same change)."""
+    if not token.isspace():
+        return token
+    return "\n" if "\n" in token else " "
+
+
 def change_span(before: str, after: str) -> tuple[str, str]:
     """What an edit removes and what it puts in: `before` and `after` without their common
     prefix and suffix, the cut widened to whole `\\w` runs."""
@@ -75,7 +83,7 @@ def change_elements(before: str, after: str, n: int) -> set[int]:
     """The change set of one edit (module docstring), as hashes: the reference."""
     spans = change_span(before, after)
     for regex in (WORD_RE, TOKEN_RE, WS_TOKEN_RE):
-        rem, ins = (Counter(regex.findall(x)) for x in spans)
+        rem, ins = (Counter(map(_ws, regex.findall(x))) for x in spans)
         out = {
             murmur3_32(struct.pack("<3I", field_tag(side), murmur3_32(t.encode()), k))
             for side, diff in zip(SIDES, (rem - ins, ins - rem), strict=True)

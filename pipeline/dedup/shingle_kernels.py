@@ -275,11 +275,6 @@ def shingle_kernel(data, offs, tags, n, chars, cls, one, chunks, start, out, cou
 
 
 @nb.njit(inline="always")
-def _cont(byte):
-    return (byte & 0xC0) == 0x80  # a UTF-8 continuation byte
-
-
-@nb.njit(inline="always")
 def _word(data, i, cls):  # whether the code point starting at byte i is \\w
     b = data[i]
     return cls[b] == 1 if b < 0x80 else cls[_cp(data, i, _cp_len(b))] == 1
@@ -288,7 +283,7 @@ def _word(data, i, cls):  # whether the code point starting at byte i is \\w
 @nb.njit(inline="always")
 def _back(data, i):  # the start of the code point ending just before byte i
     i -= 1
-    while i > 0 and _cont(data[i]):
+    while i > 0 and (data[i] & 0xC0) == 0x80:
         i -= 1
     return i
 
@@ -299,11 +294,11 @@ def _span(data, b0, b1, a0, a1, cls):
     lb, la, p, s = b1 - b0, a1 - a0, 0, 0
     while p < lb and p < la and data[b0 + p] == data[a0 + p]:
         p += 1
-    while p > 0 and ((p < lb and _cont(data[b0 + p])) or (p < la and _cont(data[a0 + p]))):
+    while 0 < p < max(lb, la) and (data[b0 + p if p < lb else a0 + p] & 0xC0) == 0x80:
         p -= 1
     while s < lb - p and s < la - p and data[b1 - 1 - s] == data[a1 - 1 - s]:
         s += 1
-    while s > 0 and _cont(data[b1 - s]):
+    while s > 0 and (data[b1 - s] & 0xC0) == 0x80:
         s -= 1
     if p > 0 and _word(data, _back(data, b0 + p), cls):
         if (p < lb - s and _word(data, b0 + p, cls)) or (p < la - s and _word(data, a0 + p, cls)):
@@ -318,6 +313,11 @@ def _span(data, b0, b1, a0, a1, cls):
     return p, s
 
 
+@nb.njit(inline="always")
+def _run(data, s, e, c, one):  # a \\w run's hash; a \\s run is "\\n" if it breaks a line, else " "
+    return _murmur_bytes(data, s, e) if c else np.uint64(one[10 if (data[s:e] == 10).any() else 32])
+
+
 @nb.njit
 def _toks(data, s, e, mode, cls, one, out):
     """Tokens of data[s:e]: \\w runs; mode >= 1 each other symbol too, mode 2 \\s runs too."""
@@ -327,7 +327,7 @@ def _toks(data, s, e, mode, cls, one, out):
         n = 1 if b < 0x80 else _cp_len(b)
         c = cls[b] if b < 0x80 else cls[_cp(data, i, n)]
         if run >= 0 and c != rc:
-            out[nt] = _mix_k(_murmur_bytes(data, run, i))
+            out[nt] = _mix_k(_run(data, run, i, rc, one))
             nt, run = nt + 1, -1
         if c == 2 and mode >= 1:
             out[nt] = _mix_k(np.uint64(one[b]) if n == 1 else _murmur_bytes(data, i, i + n))
@@ -336,7 +336,7 @@ def _toks(data, s, e, mode, cls, one, out):
             run, rc = i, c
         i += n
     if run >= 0:
-        out[nt] = _mix_k(_murmur_bytes(data, run, e))
+        out[nt] = _mix_k(_run(data, run, e, rc, one))
         nt += 1
     return nt
 

@@ -110,6 +110,7 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     if "change_j" not in edges.columns:  # a run from before change sets
         edges = edges.with_columns(change_j=pl.lit(1.0))
     n_edges, same = edges.height, pl.col("change_j") >= change_threshold_of(manifest)
+    n_below = int((edges["exact_j"] < threshold).sum())  # whatever their change
     other = edges.filter(~same & (pl.col("exact_j") >= threshold))
     other_n = other.height
     other = other.sort(["exact_j", "a", "b"], descending=[True, False, False]).head(BORDERLINE)
@@ -138,7 +139,7 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
         "cluster_sizes": [dict(x) for x in hist.iter_rows(named=True)],
         "edges": n_edges,
         "edges_at_threshold": int((edges["exact_j"] >= threshold).sum()),
-        "edges_below": int((edges["exact_j"] < threshold).sum()),
+        "edges_below": n_below,
         "edges_other_change": other_n,
         "plots": {},
     }

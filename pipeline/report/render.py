@@ -63,9 +63,9 @@ def md_fence(v: object, lang: str = "") -> str:
 def shown(v: object) -> object:
     """What a template writes for a value: text with its control characters escaped (Markup
     stays Markup: the escapes hold no character HTML acts on); other values as they are."""
-    if isinstance(v, Markup):
-        return Markup(visible(str(v)))
-    return visible(v) if isinstance(v, str) else v
+    if isinstance(v, Markup):  # a CRLF line end is a line end, not a control to show
+        return Markup(visible(str(v).replace("\r\n", "\n")))
+    return visible(v.replace("\r\n", "\n")) if isinstance(v, str) else v
 
 
 def env(html: bool) -> Environment:
