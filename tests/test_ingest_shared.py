@@ -30,9 +30,9 @@ def test_shared_corpora_ingest_with_the_right_counts(tmp_path, cli):
     row = nfe.filter(pl.col("change").str.starts_with("5065990")).row(0, named=True)
     assert row["comment"] == "BUGFIX: Recycle views to scroll faster"
     assert row["repo"] == "onyxbits/listmyaps" and row["language"] == "java"
-    # lines of the changed region (lines 22..31 of 36 -> 22..34 of 39), not of the whole file;
-    # its diff is -4 +7 in two hunks, the region spans the unchanged lines between them
-    assert (row["lines_removed"], row["lines_added"]) == (10, 13)
+    # lines of its diff (-4 +7 in two hunks), not of the whole file (36 -> 39 lines) nor of
+    # the region from the first change to the last (10 -> 13)
+    assert (row["lines_removed"], row["lines_added"]) == (4, 7)
     # 17 upstream messages are cut short (no closing quotes): none keeps a stray quote
     nfe_all = items.filter(pl.col("source").str.starts_with("nofuneval"))
     assert nfe_all.filter(pl.col("comment").str.contains(r"^['\"\\]")).height == 0

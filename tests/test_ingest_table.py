@@ -227,3 +227,13 @@ def test_line_counts_are_of_the_changed_region_not_the_whole_file(tmp_path):
     assert changed_counts("a\nb\n", "a\nb") == (1, 1)  # the end-of-file newline changed
     assert changed_counts("a\na\n", "a\n") == (1, 0)  # prefix and suffix do not overlap
     assert changed_counts("", "") == (0, 0) and changed_counts("same\n", "same\n") == (0, 0)
+
+
+def test_line_counts_of_two_distant_edits_leave_out_the_lines_between():
+    from pipeline.ingest.base import changed_counts
+
+    before = "".join(f"line {k}\n" for k in range(40))
+    after = before.replace("line 3\n", "LINE 3\nadded\n").replace("line 30\n", "LINE 30\n")
+    assert changed_counts(before, after) == (2, 3)
+    assert changed_counts("x\ny\n", "y\nx\n") == (1, 1)  # a move: one line out, one in
+    assert changed_counts("a\nb", "a\nb\n") == (1, 1)  # the end-of-file newline, as git

@@ -126,23 +126,28 @@ def count_lines(text: str) -> int:
 
 
 def changed_counts(before: str, after: str) -> tuple[int, int]:
-    """(removed, added) lines of the region where `before` and `after` differ: the lines left
-    once their common leading and trailing lines are cut (a line keeps its newline, so a
-    changed end-of-file newline is a changed line, as in git). For a mined hunk (before and
-    after are the removed and added lines) this is count_lines of each; for whole files it is
-    the edit, not the file's length."""
+    """(removed, added) lines of a line diff of `before` and `after`: their common leading and
+    trailing lines cut, then the longest common subsequence of what is left (a line keeps its
+    newline, so a changed end-of-file newline is a changed line, as in git). For whole files
+    it is the edit, not the file's length, nor the lines between two distant edits."""
     if before == after:
         return 0, 0
     a, b = _lines(before), _lines(after)
     head = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
+    for la, lb in zip(a, b, strict=False):
+        if la != lb:
             break
         head += 1
     tail, most = 0, min(len(a), len(b)) - head  # the suffix may not reach into the prefix
     while tail < most and a[-1 - tail] == b[-1 - tail]:
         tail += 1
-    return len(a) - head - tail, len(b) - head - tail
+    rest_a, rest_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    if len(rest_a) > 1 or len(rest_b) > 1:  # edits far apart: lines between are not changed
+        from rapidfuzz.distance import LCSseq
+
+        same = LCSseq.similarity(rest_a, rest_b)
+        return len(rest_a) - same, len(rest_b) - same
+    return len(rest_a), len(rest_b)
 
 
 def _lines(text: str) -> list[str]:
