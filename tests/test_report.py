@@ -306,3 +306,12 @@ def test_html_diffs_keep_one_line_per_diff_line(run):
 def test_an_unknown_shape_scope_is_one_clear_error(run):
     with pytest.raises(R.ReportFailed, match="no shape scope 'file'"):
         R.build(run, scope="file")
+
+
+def test_the_funnel_ends_at_export_with_every_item_in_a_split(run):
+    f = _json(run)["funnel"]
+    last = f["stages"][-1]
+    m = json.loads((run / "export/manifest.json").read_text())["counts"]
+    assert last["stage"] == "export" and last["in"] == m["items_in"]
+    assert last["out"] == m["train"] + m["validation"] + m["test"] and last["removed"] == 0
+    assert "export" in {s["stage"] for s in _json(run)["header"]["stages"]}

@@ -165,6 +165,10 @@ def funnel(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
                     "reason": f"share a shape group at scope {r['scope']} (policy {policy})",
                 }
             )
+    if "export" in manifests:  # every item it reads is in one split
+        ec = manifests["export"]["counts"]
+        out = sum(ec.get(s, 0) for s in ("train", "validation", "test"))
+        stages.append({"stage": "export", "in": ec["items_in"], "out": out})
     for s in stages:
         s["removed"] = s["in"] - s["out"] if s["stage"] != "ingest" else s["in"] - s["left"]
     problems, passed = verify_run(run_dir)

@@ -123,7 +123,7 @@ def build(
     does not record the window the stage ran with."""
     manifests = {
         s: m
-        for s in ("ingest", "filter", "dedup", "decontaminate", "shapes")
+        for s in ("ingest", "filter", "dedup", "decontaminate", "shapes", "export")
         if (m := read_manifest(run_dir / s))
     }
     for s in ("ingest", "filter", "dedup"):
