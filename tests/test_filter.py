@@ -463,3 +463,21 @@ def test_shared_pre_commit_hooks_bot_autoupdates_are_caught(tmp_path, cli):
     # the context masked); PEM header mentions are not keys
     assert counts["secret_masked"] == 8 and "secret" not in counts
     assert "revert_commit" not in counts
+
+
+def test_an_empty_rules_file_and_an_empty_matching_secret_pattern_are_refused(tmp_path):
+    """An empty file is likely the wrong one (`rules: []` keeps every item on purpose); a
+    secret pattern matching "" would put a mask between every two letters."""
+    from pipeline.filter.rules import RulesError, load_rules
+
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing\n")
+    with pytest.raises(RulesError, match="rules file is empty"):
+        load_rules(empty)
+    none = tmp_path / "none.yaml"
+    none.write_text("rules: []\n")
+    assert load_rules(none).rules == ()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rules:\n  - {name: s, type: secret, action: drop, patterns: {k: 'a*'}}\n")
+    with pytest.raises(RulesError, match="must not match the empty string"):
+        load_rules(bad)

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import yaml
 
 from pipeline.config import Config, canonical_text
-from pipeline.filter.regex import check_combined, check_pattern, glob_to_regex
+from pipeline.filter.regex import check_combined, check_pattern, glob_to_regex, with_flags
 from pipeline.schema import TEXT_FIELDS
 
 # pipeline/rules: the repository's top-level rules/ (a link in a checkout, package data in a wheel)
@@ -209,6 +209,11 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
         problem = check_pattern(pat, params.get("ignore_case", False))
         if problem:
             fail(f"pattern {label!r}: {problem}" if label != pat else problem)
+    for label, pat in params.get("patterns", ()) if typ == "secret" else ():
+        if re.search(
+            with_flags(pat, params.get("ignore_case", False)), ""
+        ):  # masks between letters
+            fail(f"pattern {label!r}: a secret pattern must not match the empty string")
     for key in ("patterns", "except_patterns"):
         problem = check_combined(
             [p for _, p in params.get(key, ())], params.get("ignore_case", False)
@@ -251,8 +256,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as e:
         msg = " ".join(str(e).split())
         raise RulesError(f"{path}: invalid YAML (only plain data is allowed): {msg}") from None
-    if data is None:
-        return {}
+    if data is None:  # likely the wrong file; `rules: []` says "filter nothing" on purpose
+        raise RulesError(f"{path}: the rules file is empty; write `rules: []` to keep every item")
     if not isinstance(data, dict):
         raise RulesError(f"{path}: a rules file is a mapping with `rules:` (a list of rules)")
     unknown = sorted(set(data) - set(_TOP_KEYS))
