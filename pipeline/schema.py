@@ -8,10 +8,13 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import lru_cache
+from typing import TypeVar
 
 import orjson
+import polars as pl
 import pyarrow as pa
 
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 ID_HEX_CHARS = 24  # 96 bits: collision-free in practice far beyond 1e9 items
 
 ITEM_SCHEMA = pa.schema(
@@ -62,6 +65,14 @@ ERROR_SCHEMA = pa.schema(
 ID_FIELDS = ("repo", "change", "path", "before", "after", "comment")
 
 RAW_MAX_CHARS = 4096  # raw text kept in errors.parquet; enough to see what went wrong
+
+
+def with_change_j(edges: Frame) -> Frame:
+    """dedup's edges.parquet (a DataFrame or LazyFrame) with `change_j`: a run from before
+    change sets had none, and every pair of it counts as the same change (1.0)."""
+    if "change_j" in edges.collect_schema().names():
+        return edges
+    return edges.with_columns(change_j=pl.lit(1.0))
 
 
 def item_id(repo: str, change: str, path: str, before: str, after: str, comment: str) -> str:

@@ -37,6 +37,7 @@ from pipeline.dedup.shingles import (
     _layout,
     ascii_hashes,
     char_classes,
+    csr_of_chunks,
     field_shingles,
     field_tag,
     murmur3_32,
@@ -113,10 +114,4 @@ def change_sets(
     tags = np.array([field_tag(s) for s in SIDES], dtype=np.uint32)
     offs = np.ascontiguousarray(offs)
     change_kernel(data, offs, tags, n, char_classes(), ascii_hashes(), chunks, start, out, counts)
-    offsets = np.zeros(nitems + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    values = np.empty(int(offsets[-1]), dtype=np.uint32)
-    for c in range(len(chunks) - 1):
-        lo, hi = offsets[chunks[c]], offsets[chunks[c + 1]]
-        values[lo:hi] = out[start[c] : start[c] + hi - lo]
-    return offsets, values
+    return csr_of_chunks(chunks, start, out, counts)

@@ -42,9 +42,12 @@ TIE_BREAK = ("id", "source", "source_ref")  # always appended: a total order ove
 
 
 @nb.njit(inline="always")
-def _jaccard(va, i, ie, vb, j, je):
-    """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je]; 0 if either is empty."""
+def _jaccard(va, i, ie, vb, j, je, empty):
+    """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je]; 0 if one is empty,
+    `empty` if both are."""
     na, nb_ = ie - i, je - j
+    if na == 0 and nb_ == 0:
+        return empty
     if na == 0 or nb_ == 0:
         return 0.0
     inter = 0
@@ -68,12 +71,9 @@ def exact_jaccard(offsets, values, a, b, empty=0.0):
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
-        if offsets[x] == offsets[x + 1] and offsets[y] == offsets[y + 1]:
-            out[k] = empty
-        else:
-            out[k] = _jaccard(
-                values, offsets[x], offsets[x + 1], values, offsets[y], offsets[y + 1]
-            )
+        out[k] = _jaccard(
+            values, offsets[x], offsets[x + 1], values, offsets[y], offsets[y + 1], empty
+        )
     return out
 
 
@@ -83,10 +83,7 @@ def exact_jaccard_cross(oa, va, ob, vb, a, b, empty=0.0):
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
-        if oa[x] == oa[x + 1] and ob[y] == ob[y + 1]:
-            out[k] = empty
-        else:
-            out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
+        out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1], empty)
     return out
 
 

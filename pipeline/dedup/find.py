@@ -265,7 +265,8 @@ def _graph(
             "change_j": change_j[keep_edge],
         }
     )
-    near = (exact_j >= d.threshold) & (change_j >= d.change_threshold)
+    at = exact_j >= d.threshold
+    near = at & (change_j >= d.change_threshold)
     na, nb_ = np.concatenate([cand.a[near], extra[0]]), np.concatenate([cand.b[near], extra[1]])
     nj = np.concatenate([exact_j[near], extra[2]])
     keeper, jk = C.stars(order, na, nb_, nj)
@@ -273,7 +274,7 @@ def _graph(
         "candidate_pairs": len(cand.a),
         "edges": edges.num_rows,
         "near_edges": int(near.sum()),
-        "near_other_change": int(((exact_j >= d.threshold) & ~near).sum()),
+        "near_other_change": int((at & ~near).sum()),
         "kept_pairs_above_threshold": int(((keeper[na] == na) & (keeper[nb_] == nb_)).sum()),
     }
     return Graph(keeper, jk, C.components(len(order), na, nb_), counts, iter([edges]))

@@ -200,15 +200,23 @@ def signed_sets(
     a, b = np.ascontiguousarray(a, np.uint32), np.ascontiguousarray(b, np.uint32)
     cls, one, chars = char_classes(), ascii_hashes(), mode == "chars"
     shingle_kernel(data, offs, tags, n, chars, cls, one, chunks, start, out, counts, a, b, sig)
-    offsets = np.zeros(nitems + 1, dtype=np.int64)
+    return (*csr_of_chunks(chunks, start, out, counts), sig)
+
+
+def csr_of_chunks(
+    chunks: np.ndarray, start: np.ndarray, out: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR (offsets, values) of sets a kernel wrote chunk by chunk from out[start[c]]
+    (counts[i]: item i's set size; _layout's chunks and starts)."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     if len(chunks) == 2:  # one chunk: its sets are in place
-        return offsets, out[: offsets[-1]], sig
+        return offsets, out[: offsets[-1]]
     values = np.empty(int(offsets[-1]), dtype=np.uint32)
     for c in range(len(chunks) - 1):
         lo, hi = offsets[chunks[c]], offsets[chunks[c + 1]]
         values[lo:hi] = out[start[c] : start[c] + hi - lo]
-    return offsets, values, sig
+    return offsets, values
 
 
 def _layout(offs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

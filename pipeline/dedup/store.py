@@ -209,9 +209,10 @@ class Store:
 
     def changes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The change sets of `rows` as shingles() gives sets (the store must keep them)."""
-        if not self.has_change:
+        ch = self.sets().changes(rows)
+        if ch is None:
             raise ValueError("this dedup store keeps no change sets")
-        return read_csr(self.dir / "change.u32", self.change_offsets, rows)
+        return ch
 
     def sig(self, rows: np.ndarray) -> np.ndarray:
         """uint32[len(rows), num_perm]: the signatures of `rows`, from their shingle sets."""

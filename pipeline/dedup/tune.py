@@ -25,6 +25,7 @@ from pipeline.dedup import clusters as C
 from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.shingles import shingle_sets
 from pipeline.runs import StageFailed, atomic_path, read_manifest
+from pipeline.schema import with_change_j
 
 
 class TuneFailed(StageFailed):
@@ -269,9 +270,8 @@ def tune(
     m, edges, clusters = load_run(run_dir)
     known = {k: v for k, v in m.get("dedup_config", {}).items() if k in DedupConfig.model_fields}
     d = validate(DedupConfig, known, f"{run_dir}/dedup/manifest.json", "dedup_config.")
-    if "change_j" not in edges.columns:  # a run from before change sets
-        edges = edges.with_columns(change_j=pl.lit(1.0))
-    edges = edges.filter(pl.col("change_j") >= d.change_threshold)  # never duplicates
+    # a pair that makes another change is no duplicate at any threshold
+    edges = with_change_j(edges).filter(pl.col("change_j") >= d.change_threshold)
     floor = min(d.edge_floor, d.threshold)
     base = floor if base is None else base
     if base < floor - 1e-9:

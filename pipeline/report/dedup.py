@@ -11,6 +11,7 @@ import polars as pl
 
 from pipeline.report import plots
 from pipeline.report.common import ITEM_COLS, member, read
+from pipeline.schema import with_change_j
 
 BORDERLINE = 5  # pairs shown on each side of the threshold
 LARGEST = 5  # clusters shown
@@ -106,9 +107,7 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     d = run_dir / "dedup"
     threshold = threshold_of(manifest)
     clusters = pl.read_parquet(d / "clusters.parquet")
-    edges = pl.read_parquet(d / "edges.parquet")
-    if "change_j" not in edges.columns:  # a run from before change sets
-        edges = edges.with_columns(change_j=pl.lit(1.0))
+    edges = with_change_j(pl.read_parquet(d / "edges.parquet"))
     n_edges, same = edges.height, pl.col("change_j") >= change_threshold_of(manifest)
     n_below = int((edges["exact_j"] < threshold).sum())  # whatever their change
     other = edges.filter(~same & (pl.col("exact_j") >= threshold))

@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.schema import with_change_j
 from pipeline.why.lookup import MAX_LISTED, SPLITS, columns, scan
 
 
@@ -65,9 +66,7 @@ def near_pairs(
     lf = scan(run_dir, "dedup", "edges")
     if lf is None:
         return {}
-    lf = lf.filter(pl.col("a").is_in(ids) | pl.col("b").is_in(ids))
-    if "change_j" not in lf.collect_schema().names():  # a run from before change sets
-        lf = lf.with_columns(change_j=pl.lit(1.0))
+    lf = with_change_j(lf.filter(pl.col("a").is_in(ids) | pl.col("b").is_in(ids)))
     e = lf.select("a", "b", "exact_j", "change_j").collect()
     both = pl.concat(
         [
