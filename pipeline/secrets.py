@@ -240,14 +240,12 @@ def mask_head(text: str, limit: int) -> tuple[str, list[str]]:
     return _replaced(text, find(text[: limit + HEAD_MARGIN]), min(limit, len(text)))
 
 
-# C0 and C1 controls, DEL, and the bidi controls that reorder what a terminal shows
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
 def shown(text: str) -> str:
-    """Text from the data as a message shows it: secrets masked, control characters escaped
-    (`\\x1b`, never a terminal escape sequence)."""
-    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], mask(text)[0])
+    """Text from the data as a message shows it: secrets masked, on one line, control
+    characters escaped (`\\x1b`, never a terminal escape sequence: console.visible)."""
+    from pipeline.console import visible  # here: ingest workers mask without the console
+
+    return visible(mask(text)[0], one_line=True)
 
 
 def mask_columns(
