@@ -30,7 +30,9 @@ The six measures (n / of, and the share):
      `.pug` `.j2` `.tmpl` beside `guide.html`), among every path the run ingested for that
      repository. A hand-written page with no source (`examples/get/index.html`) is not counted;
    - man: a man page, `*.1` .. `*.9` (optionally with a one-letter section suffix, `foo.3p`), or
-     a file under a `man` / `man1`..`man9` folder that is not itself a docs source.
+     a file under a `man` / `man1`..`man9` folder that is not itself a docs source, whose
+     source sits beside it (`fd.1.md`, `fd.ronn`, `fd.1.adoc` in the same folder): a
+     hand-written roff page (fd's `doc/fd.1`) is code a reviewer edits, not output.
    Of: exported items. `built by kind` below the table splits the total (the issue's own
    figure counted bundles, man pages and docs HTML, not coverage output).
    Extra column `vendored`: exported items under a vendored folder (a component `vendor`,
@@ -189,6 +191,8 @@ DOC_SOURCE_EXT = {
     ".asciidoc",
     ".txt",
     ".ronn",
+    ".scd",
+    ".pod",
     ".hbs",
     ".handlebars",
     ".ejs",
@@ -249,7 +253,11 @@ def built_kind(path: str | None, doc_sources: set[tuple[str, str]]) -> str | Non
             return "html"
         return None
     if MAN_RX.search(name) or (MAN_DIRS & set(dirs) and ext not in DOC_SOURCE_EXT):
-        return "man"
+        # rendered only when its source sits beside it (fd.1.md, fd.ronn): fd's doc/fd.1 is
+        # hand-written roff, edited by hand in its own commits
+        folder = "/".join(dirs)
+        if (folder, name) in doc_sources or (folder, stem) in doc_sources:
+            return "man"
     return None
 
 

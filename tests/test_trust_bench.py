@@ -172,11 +172,10 @@ def test_built_files(run: Path) -> None:
         "dist/axios.js",
         "docs/index.html",
         "guide/intro.html",  # guide/intro.md beside it
-        "doc/fd.1",
         "lib/app.min.js",
         "src/coverage/lcov-report/index.html",
-    }  # not src/dist.ts, not examples/index.html (no examples/index.md)
-    assert counts(measure(run, trust.m_built)) == (6, 17)
+    }  # not src/dist.ts, examples/index.html (no examples/index.md), doc/fd.1 (no doc/fd.1.md)
+    assert counts(measure(run, trust.m_built)) == (5, 17)
     assert counts(measure(run, trust.m_vendored))[0] == 2  # vendor/ and Subproject commit
 
 
@@ -186,7 +185,9 @@ def test_built_kind_paths() -> None:
     assert trust.built_kind("src/dist.ts", set()) is None
     assert trust.built_kind("dist/index.d.ts", set()) is None
     assert trust.built_kind("dist/axios.js.map", set()) == "sourcemap"
-    assert trust.built_kind("man/man1/fd.1", set()) == "man"
+    assert trust.built_kind("man/man1/fd.1", {("man/man1", "fd")}) == "man"  # fd.ronn beside it
+    assert trust.built_kind("doc/fd.1", {("doc", "fd.1")}) == "man"  # doc/fd.1.md
+    assert trust.built_kind("doc/fd.1", set()) is None  # hand-written roff
     assert trust.built_kind("a.html", {("", "a")}) == "html"
     assert trust.built_kind("a.html", {("", "b")}) is None
 
