@@ -134,12 +134,7 @@ PIPELINE: tuple[Stage, ...] = (
         step=_ref("dedup.stage", "step"),
         key=_ref("dedup.stage", "key"),
         summary=_ref("dedup.stage", "print_summary"),
-        code=tuple(
-            f"dedup/{m}.py"
-            for m in (
-                "shingles shingle_kernels minhash lsh clusters index find stage scan store write"
-            ).split()
-        ),
+        code=("dedup",),  # the whole package: change sets and pair checks decide removals too
     ),
     Stage(
         name="decontaminate",

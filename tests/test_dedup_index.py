@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import index as ix
-from pipeline.dedup.change import change_elements, change_sets
+from pipeline.dedup.change import change_elements, change_jaccard, change_sets
 from pipeline.dedup.lsh import scan_cross
 from pipeline.dedup.shingles import item_shingles
 from tests.test_dedup_incremental import code, near_twin
@@ -61,7 +61,7 @@ def brute(queries: list[dict], indexed: list[dict], t: float, ct: float = 0.5) -
         for r, b in enumerate(sets):
             j = len(a & b) / len(a | b)
             cb = changes[r]
-            cj = len(ca & cb) / len(ca | cb) if ca or cb else 1.0
+            cj = change_jaccard(ca, cb)
             if j >= t and cj >= ct:
                 out.add((q, r, round(j, 9)))
     return out

@@ -175,8 +175,9 @@ class DedupConfig(Section):
 
     # exact shingle Jaccard at or above which two items are duplicates
     threshold: float = Field(default=0.8, gt=0.0, le=1.0)
-    # ... and the Jaccard of their changes (what each edit removes and puts in, shingled) at
-    # or above this, so two edits of one line are not duplicates; 0 = off; needs before+after
+    # ... and what each edit removes, what it puts in, and each side's text (dedup/change.py)
+    # each at or above this Jaccard, so two edits of one line, or two that share one side, or
+    # an edit and its reverse, are not duplicates; 0 = off; needs before+after
     change_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     # Item text fields shingled; each shingle is tagged with its field, the set is the union.
     # Default: the edit itself. Path and comment (often the commit subject) dominate small

@@ -1,24 +1,38 @@
-"""What an edit changes, as a set: two edits are duplicates only if they change the same.
+"""What an edit changes, as a set: two edits are duplicates only if they make the same change
+from the same text, side by side.
 
 Two edits of one line share most of their text, so their shingle Jaccard is high whatever
 they do: the fix `floar32 -> float32` and the edit that made the typo (`bfloat16 ->
-floar32`), two version bumps to different targets, a re-wrap and its undoing. Dedup also asks
-that their changes match (dedup.change_threshold), with this definition:
+floar32`), two version bumps to different targets, a re-wrap and its undoing. Two edits that
+delete the same large block share most of their text whatever they put in its place, and the
+same line added after a `}` and after nothing shares all its words. So dedup also asks
+(dedup.change_threshold) that, for what the edits remove and for what they put in apart, both
+their changes and their text match, with this definition:
 
     span    = before and after without their common prefix and suffix (code points), the cut
               widened to whole \\w runs (`floar32` -> `float32`, not `r` -> `t`)
-    tokens  = the spans' words (`\\w+`); if both spans have the same words, their code-aware
+    values  = the spans' words (`\\w+`); if both spans have the same words, their code-aware
               tokens (`\\w+|[^\\w\\s]`); if the same tokens too (a re-indent, a re-wrap),
-              those and whitespace runs. Words first: the symbols around a word an edit puts
-              in (`"pandas",` and `"sentencepiece",`) would make two different edits alike
-    set     = each token the edit removes ("-": in the before span and not matched in the
-              after span, as multisets) and puts in ("+"), the k-th copy of a token its own
-              element: hash = murmur3_32(pack("<3I", tag(side), t(token), k))
-    else    = (the same tokens and whitespace, reordered) the spans' shingles as shingles.py
-              makes them, fields "-" and "+"
+              those and whitespace runs by kind (whether a run breaks a line, holds a tab,
+              holds other space: tabs -> spaces is not spaces -> tabs, but the same re-wrap at
+              another depth is one change); if the same again (the tokens reordered), the
+              spans' token n-grams (shingles.py's, field "change"). Words first: the symbols
+              around a word an edit puts in (`"pandas",` and `"sentencepiece",`) would make
+              two different edits alike
+    change  = each value the edit removes (side 0: in the before span and not matched in the
+              after span, as multisets) and puts in (side 1), the k-th copy its own element:
+              (murmur3_32(pack("<2I", t(value), k)) & ~3) | side
+    text    = each side's whole text (before: side 0, after: side 1) as n-grams of its tokens
+              and whitespace runs as written (field "text"; `  };` is not `};`: a short
+              edit's text is mostly its indentation): (shingle hash & ~3) | 2 | side
 
-Two empty sets (neither edit changes anything) are the same change. `change_elements` is the
-readable definition; `change_sets` makes a batch's in one compiled pass (shingle_kernels).
+The element's two low bits say which of the four it belongs to, so a pair is compared four
+times apart (`change_jaccard`: the lowest of the four Jaccards; one empty in both edits is
+equal, empty in one is not). What an edit removes and what it puts in are net of each other,
+so an edit and its reverse (A -> B, B -> A) share no change on either side: they run
+opposite ways. Two edits that change nothing and have no text are the same.
+`change_elements` is the readable definition; `change_sets` makes a batch's in one compiled
+pass (shingle_kernels).
 """
 
 from __future__ import annotations
@@ -26,11 +40,12 @@ from __future__ import annotations
 import re
 import struct
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.dedup.shingle_kernels import change_kernel
+from pipeline.dedup.shingle_kernels import WS_KIND, change_kernel
 from pipeline.dedup.shingles import (
     TOKEN_RE,
     _field_bytes,
@@ -44,7 +59,9 @@ from pipeline.dedup.shingles import (
     shingle_hash,
 )
 
-SIDES = ("-", "+")  # the tags of what an edit removes and what it puts in
+SPAN_FIELD = "change"  # the field tag of the spans' shingles, one for both sides
+TEXT_FIELD = "text"  # the field tag of the sides' own shingles
+TEXT_BIT = 2  # an element's bit 1: 0 a change element, 1 a text element; bit 0: its side
 WORD_RE = re.compile(r"\w+")
 WS_TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
 
@@ -54,11 +71,27 @@ def _word(c: str) -> bool:
 
 
 def _ws(token: str) -> str:
-    """A whitespace token as its kind: one that breaks a line, or one that does not (the same
-    re-wrap or re-indent at another depth is the same change)."""
+    """A whitespace token as its kind (WS_KIND): whether it breaks a line, holds a tab, holds
+    other space; not its length (the same re-wrap or re-indent at another depth is the same
+    change)."""
     if not token.isspace():
         return token
-    return "\n" if "\n" in token else " "
+    line = any(c in "\n\r" for c in token)
+    other = any(c not in "\n\r\t" for c in token)
+    return chr(WS_KIND[4 * line + 2 * ("\t" in token) + other])
+
+
+def element(value: int, k: int, side: int) -> int:
+    """The change element of the k-th copy of `value` on `side` (0 removed, 1 put in)."""
+    return (murmur3_32(struct.pack("<2I", value, k)) & ~3 & 0xFFFFFFFF) | side
+
+
+def text_elements(text: str, side: int, n: int) -> set[int]:
+    """The text elements of one side: n-grams of its tokens and whitespace runs."""
+    toks = WS_TOKEN_RE.findall(text)
+    k = min(n, len(toks))
+    grams = [toks[i : i + k] for i in range(len(toks) - k + 1)] if toks else []
+    return {(shingle_hash(TEXT_FIELD, g) & ~3 & 0xFFFFFFFF) | TEXT_BIT | side for g in grams}
 
 
 def change_span(before: str, after: str) -> tuple[str, str]:
@@ -82,22 +115,42 @@ def change_span(before: str, after: str) -> tuple[str, str]:
 
 def change_elements(before: str, after: str, n: int) -> set[int]:
     """The change set of one edit (module docstring), as hashes: the reference."""
+    return _changed(before, after, n) | text_elements(before, 0, n) | text_elements(after, 1, n)
+
+
+def _changed(before: str, after: str, n: int) -> set[int]:
     spans = change_span(before, after)
-    for regex in (WORD_RE, TOKEN_RE, WS_TOKEN_RE):
-        rem, ins = (Counter(map(_ws, regex.findall(x))) for x in spans)
+
+    def hashed(regex: re.Pattern[str]) -> Callable[[str], list[int]]:
+        return lambda x: [murmur3_32(_ws(t).encode()) for t in regex.findall(x)]
+
+    def shingled(x: str) -> list[int]:
+        return [shingle_hash(SPAN_FIELD, s) for s in field_shingles(SPAN_FIELD, x, n)]
+
+    for values in (hashed(WORD_RE), hashed(TOKEN_RE), hashed(WS_TOKEN_RE), shingled):
+        rem, ins = (Counter(values(x)) for x in spans)
         out = {
-            murmur3_32(struct.pack("<3I", field_tag(side), murmur3_32(t.encode()), k))
-            for side, diff in zip(SIDES, (rem - ins, ins - rem), strict=True)
-            for t, c in diff.items()
+            element(v, k, side)
+            for side, diff in enumerate((rem - ins, ins - rem))
+            for v, c in diff.items()
             for k in range(1, c + 1)
         }
         if out:
             return out
-    return {
-        shingle_hash(f, s)
-        for f, x in zip(SIDES, spans, strict=True)
-        for s in field_shingles(f, x, n)
-    }
+    return set()
+
+
+def change_jaccard(x: set[int], y: set[int]) -> float:
+    """Whether two change sets make the same change from the same text, the reference of the
+    compiled clusters.exact_jaccard(change=True): the lowest of the four Jaccards (change and
+    text, each side; an element's two low bits say which), one empty in both edits counting
+    1.0 and in one 0.0."""
+    low = 1.0
+    for part in range(4):
+        a, b = ({v for v in s if v & 3 == part} for s in (x, y))
+        if a or b:
+            low = min(low, len(a & b) / len(a | b))
+    return low
 
 
 def change_sets(
@@ -108,10 +161,11 @@ def change_sets(
     data, offs = _field_bytes([before, after])
     data = data if len(data) else np.zeros(1, np.uint8)
     nitems = offs.shape[1] - 1
-    chunks, start = _layout(offs, 1)  # at most a hash per byte of the two sides
+    chunks, start = _layout(offs, 1)  # a hash per byte of the two sides at most, twice:
+    start = 2 * start  # the change, and the text
     out = np.empty(max(int(start[-1]), 1), dtype=np.uint32)
     counts = np.zeros(nitems, dtype=np.int64)
-    tags = np.array([field_tag(s) for s in SIDES], dtype=np.uint32)
+    tags = np.array([field_tag(SPAN_FIELD), field_tag(TEXT_FIELD)], dtype=np.uint32)
     offs = np.ascontiguousarray(offs)
     change_kernel(data, offs, tags, n, char_classes(), ascii_hashes(), chunks, start, out, counts)
     return csr_of_chunks(chunks, start, out, counts)

@@ -42,12 +42,9 @@ TIE_BREAK = ("id", "source", "source_ref")  # always appended: a total order ove
 
 
 @nb.njit(inline="always")
-def _jaccard(va, i, ie, vb, j, je, empty):
-    """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je]; 0 if one is empty,
-    `empty` if both are."""
+def _jaccard(va, i, ie, vb, j, je):
+    """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je]; 0 if one is empty."""
     na, nb_ = ie - i, je - j
-    if na == 0 and nb_ == 0:
-        return empty
     if na == 0 or nb_ == 0:
         return 0.0
     inter = 0
@@ -64,26 +61,59 @@ def _jaccard(va, i, ie, vb, j, je, empty):
     return inter / (na + nb_ - inter)
 
 
+@nb.njit(inline="always")
+def _side_jaccard(va, i, ie, vb, j, je):
+    """The lowest of the four part Jaccards of change sets va[i:ie] and vb[j:je] (sorted
+    unique; an element's part is its two low bits: change or text, removed or put in;
+    change.py): a part empty in both is 1.0, empty in one 0.0."""
+    na, nb_, inter = np.zeros(4, np.int64), np.zeros(4, np.int64), np.zeros(4, np.int64)
+    for q in range(i, ie):
+        na[va[q] & 3] += 1
+    for q in range(j, je):
+        nb_[vb[q] & 3] += 1
+    while i < ie and j < je:
+        x, y = va[i], vb[j]
+        if x == y:
+            inter[x & 3] += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    low = 1.0
+    for p in range(4):
+        if na[p] or nb_[p]:
+            low = min(low, inter[p] / (na[p] + nb_[p] - inter[p]))
+    return low
+
+
 @nb.njit(parallel=True, cache=True)
-def exact_jaccard(offsets, values, a, b, empty=0.0):
-    """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k]; `empty`
-    for two empty sets (change sets: two edits that change nothing are the same change)."""
+def exact_jaccard(offsets, values, a, b, change=False):
+    """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k] (0 if one is
+    empty or both are); with `change`, the sets are change sets and this is their
+    side-by-side Jaccard (_side_jaccard: two edits that change nothing are the same change)."""
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
-        out[k] = _jaccard(
-            values, offsets[x], offsets[x + 1], values, offsets[y], offsets[y + 1], empty
-        )
+        i, ie, j, je = offsets[x], offsets[x + 1], offsets[y], offsets[y + 1]
+        if change:
+            out[k] = _side_jaccard(values, i, ie, values, j, je)
+        else:
+            out[k] = _jaccard(values, i, ie, values, j, je)
     return out
 
 
 @nb.njit(parallel=True, cache=True)
-def exact_jaccard_cross(oa, va, ob, vb, a, b, empty=0.0):
+def exact_jaccard_cross(oa, va, ob, vb, a, b, change=False):
     """exact_jaccard of item a[k] of one CSR set (oa, va) and item b[k] of another (ob, vb)."""
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
-        out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1], empty)
+        if change:
+            out[k] = _side_jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
+        else:
+            out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
     return out
 
 

@@ -350,7 +350,7 @@ def match_query(index: Index, query: Query, d: DedupConfig) -> Matches:
         j[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qo, qv, io, iv, qi, lr)
         if query.changes is not None and d.checks_change:
             qco, qcv = query.changes(qu)
-            cj[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qco, qcv, co, cv, qi, lr, 1.0)
+            cj[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qco, qcv, co, cv, qi, lr, True)
     ok = (j >= d.threshold) & (cj >= d.change_threshold)
     return Matches(q[ok], r[ok], j[ok], counts)
 

@@ -67,5 +67,5 @@ def jaccards(
     sig = signatures(offsets, values, *sets.perm)
     exact, est = C.exact_jaccard(offsets, values, la, lb), C.est_jaccard(sig, la, lb)
     ch = sets.changes(u)
-    change = np.ones(len(a)) if ch is None else C.exact_jaccard(*ch, la, lb, 1.0)
+    change = np.ones(len(a)) if ch is None else C.exact_jaccard(*ch, la, lb, True)
     return exact, est, change

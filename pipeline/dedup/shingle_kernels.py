@@ -17,6 +17,9 @@ import numpy as np
 # kernel's own file only.
 EMPTY = np.uint32(0xFFFFFFFF)  # the signature slot of an item without shingles
 MOVES = 16  # see _sort_unique
+# A whitespace run's kind in a change set (change._ws), as one whitespace byte (so never a word
+# or symbol), indexed by 4 * (breaks a line) + 2 * (holds a tab) + (holds other space)
+WS_KIND = np.array([0, 32, 9, 11, 10, 12, 13, 28], dtype=np.uint8)
 
 
 @nb.njit(inline="always")
@@ -314,36 +317,59 @@ def _span(data, b0, b1, a0, a1, cls):
 
 
 @nb.njit(inline="always")
-def _run(data, s, e, c, one):  # a \\w run's hash; a \\s run is "\\n" if it breaks a line, else " "
-    return _murmur_bytes(data, s, e) if c else np.uint64(one[10 if (data[s:e] == 10).any() else 32])
+def _run(data, s, e, c, one, mode):  # a \\w run's hash; a \\s run's its kind's (WS_KIND)
+    if c or mode == 3:  # or, in mode 3, the run as written
+        return _murmur_bytes(data, s, e)
+    kind = 0
+    for i in range(s, e):
+        b = data[i]
+        kind |= 4 if b == 10 or b == 13 else 2 if b == 9 else 1
+    return np.uint64(one[WS_KIND[kind]])
 
 
 @nb.njit
 def _toks(data, s, e, mode, cls, one, out):
-    """Tokens of data[s:e]: \\w runs; mode >= 1 each other symbol too, mode 2 \\s runs too."""
+    """Tokens of data[s:e]: \\w runs; mode >= 1 each other symbol too, mode 2 \\s runs by kind
+    too, mode 3 \\s runs as written."""
     nt, i, run, rc = 0, s, -1, -1
     while i < e:
         b = data[i]
         n = 1 if b < 0x80 else _cp_len(b)
         c = cls[b] if b < 0x80 else cls[_cp(data, i, n)]
         if run >= 0 and c != rc:
-            out[nt] = _mix_k(_run(data, run, i, rc, one))
+            out[nt] = _mix_k(_run(data, run, i, rc, one, mode))
             nt, run = nt + 1, -1
         if c == 2 and mode >= 1:
             out[nt] = _mix_k(np.uint64(one[b]) if n == 1 else _murmur_bytes(data, i, i + n))
             nt += 1
-        elif c != 2 and run < 0 and (c == 1 or mode == 2):
+        elif c != 2 and run < 0 and (c == 1 or mode >= 2):
             run, rc = i, c
         i += n
     if run >= 0:
-        out[nt] = _mix_k(_run(data, run, e, rc, one))
+        out[nt] = _mix_k(_run(data, run, e, rc, one, mode))
         nt += 1
     return nt
 
 
+@nb.njit
+def _span_shingles(data, s, e, h, n, cls, one, tmp, out):
+    """out[:m] = _mix_k of the n-gram shingle hashes (tag state h) of data[s:e]'s tokens, as
+    shingle_kernel makes them; returns m."""
+    nt = _tokenise(data, s, e, False, cls, one, tmp)
+    if nt == 0:
+        return 0
+    k = n if nt >= n else nt
+    m = nt - k + 1
+    _shingles(h, tmp, k, out[:m])
+    for p in range(m):
+        out[p] = np.uint32(_mix_k(np.uint64(out[p])))
+    return m
+
+
 @nb.njit(inline="always")
-def _left(x, nx, y, ny, h0, raw, m):
-    """raw[m:] = hash(tag, token, k) of the multiset x - y (sorted; k: the copy); new m."""
+def _left(x, nx, y, ny, side, raw, m):
+    """raw[m:] = the elements of the multiset x - y (both sorted) on `side`: the k-th copy of
+    value v is (murmur3_32(pack("<2I", v, k)) & ~3) | side (x holds _mix_k(v)); new m."""
     j, k = 0, 0
     for q in range(nx):
         k = k if q > 0 and x[q] == x[q - 1] else 0
@@ -353,8 +379,8 @@ def _left(x, nx, y, ny, h0, raw, m):
             j += 1
             continue
         k += 1
-        h = _mix_h(_mix_h(h0, np.uint64(x[q])), _mix_k(np.uint64(k)))
-        raw[m] = np.uint32(_fmix(h ^ np.uint64(12)))
+        h = _mix_h(_mix_h(np.uint64(0), np.uint64(x[q])), _mix_k(np.uint64(k)))
+        raw[m] = (np.uint32(_fmix(h ^ np.uint64(8))) & np.uint32(0xFFFFFFFC)) | np.uint32(side)
         m += 1
     return m
 
@@ -362,38 +388,45 @@ def _left(x, nx, y, ny, h0, raw, m):
 @nb.njit(parallel=True, cache=True)
 def change_kernel(data, offs, tags, n, cls, one, chunks, start, out, counts):
     """change.change_sets' kernel: item i's change set written like shingle_kernel's sets
-    (offs[0]: before, offs[1]: after; tags: the two sides' field tags)."""
-    h0 = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[0])))
-    h1 = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[1])))
+    (offs[0]: before, offs[1]: after; tags: the span shingles' and the text's field tags)."""
+    hs = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[0])))
+    ht = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[1])))
     for c in nb.prange(chunks.shape[0] - 1):
         longest = 1
         for i in range(chunks[c], chunks[c + 1]):
             longest = max(longest, offs[0, i + 1] - offs[0, i], offs[1, i + 1] - offs[1, i])
         x, y = np.empty(longest, np.uint32), np.empty(longest, np.uint32)
-        raw = np.empty(2 * longest, np.uint32)
-        cnt = np.empty(min(4 * longest, 1 << 16) + 1, dtype=np.int64)
+        tmp = np.empty(longest, np.uint32)
+        raw = np.empty(4 * longest, np.uint32)
+        cnt = np.empty(min(8 * longest, 1 << 16) + 1, dtype=np.int64)
         w = start[c]
         for i in range(chunks[c], chunks[c + 1]):
             b0, b1, a0, a1 = offs[0, i], offs[0, i + 1], offs[1, i], offs[1, i + 1]
+            m = 0
+            for side, lo, hi in ((0, b0, b1), (1, a0, a1)):  # each side's text
+                nt = _toks(data, lo, hi, 3, cls, one, tmp)
+                if nt:
+                    k = n if nt >= n else nt
+                    _shingles(ht, tmp, k, raw[m : m + nt - k + 1])
+                    for q in range(m, m + nt - k + 1):
+                        raw[q] = (raw[q] & np.uint32(0xFFFFFFFC)) | np.uint32(2 + side)
+                    m += nt - k + 1
             p, s = _span(data, b0, b1, a0, a1, cls)
             b0, b1, a0, a1 = b0 + p, b1 - s, a0 + p, a1 - s
-            m = 0
-            for mode in (0, 1, 2):  # words, else symbols too, else whitespace too
-                nx = _toks(data, b0, b1, mode, cls, one, x)
-                ny = _toks(data, a0, a1, mode, cls, one, y)
+            for mode in (0, 1, 2, 3):  # words, symbols too, whitespace too, else shingles
+                if mode < 3:
+                    nx = _toks(data, b0, b1, mode, cls, one, x)
+                    ny = _toks(data, a0, a1, mode, cls, one, y)
+                else:
+                    nx = _span_shingles(data, b0, b1, hs, n, cls, one, tmp, x)
+                    ny = _span_shingles(data, a0, a1, hs, n, cls, one, tmp, y)
                 x[:nx].sort()
                 y[:ny].sort()
-                m = _left(x, nx, y, ny, h0, raw, 0)
-                m = _left(y, ny, x, nx, h1, raw, m)
-                if m:
+                made = _left(x, nx, y, ny, 0, raw, m)
+                made = _left(y, ny, x, nx, 1, raw, made)
+                if made > m:
+                    m = made
                     break
-            if m == 0:  # the same tokens and whitespace, reordered: the spans' shingles
-                for lo, hi, h in ((b0, b1, h0), (a0, a1, h1)):
-                    nt = _tokenise(data, lo, hi, False, cls, one, x)
-                    if nt:
-                        k = n if nt >= n else nt
-                        _shingles(h, x, k, raw[m : m + nt - k + 1])
-                        m += nt - k + 1
             u = _sort_unique(raw, m, out, w, cnt)
             counts[i] = u
             w += u
