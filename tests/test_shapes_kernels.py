@@ -29,13 +29,15 @@ from pipeline.shapes.sha import hex16, sha256_128
 from tests.conftest import make_item_table
 from tests.test_shapes import FOUNDING, KEEPER, PCC, _fake_input
 
-# What the normaliser's scans must get right: digits and dots, hex letters, `v` and the
-# pre-release words, word characters and boundaries, ASCII whitespace; then characters where
-# Python's regex differs from polars' (\x1c is whitespace to Python, é and a combining mark
-# are word characters to one or both), which must take the Python reference.
-ASCII = "0123456789abcdefABCDEFvrclphtosgxz_.-+@/ \t\x0b\x0c\r=:#"
+# What the normaliser's scans must get right: digits and dots, hex letters, `v`, operators,
+# wildcards and the pre-release words, word characters and boundaries, ASCII whitespace; then
+# characters where Python's regex differs from polars' (\x1c is whitespace to Python, é and a
+# combining mark are word characters to one or both), which must take the Python reference.
+ASCII = "0123456789abcdefABCDEFvrclphtosgxz_.-+@/ \t\x0b\x0c\r=:#~^<>!*XM"
 WORDS = ["rc", "alpha", "beta", "dev", "pre", "post", "v1", "1.2.3", "deadbeef1", "b4ffde6", "..."]
 WORDS += ["abc12f", "abc12fe", "123456", "1234567", "fedcba9", "2.0.0-beta.2", "1.0a1", "3rc1"]
+WORDS += ["SNAPSHOT", "Final", "GA", "RC", "next", "preview", "build", "incompatible", "M1"]
+WORDS += [">=", "~=", "==", "!=", "1.10.x", "2.*", "-dev.20211023", "+build.5", "1.0.0-"]
 ODD = ["é", "\x1c", "\u00a0", "\u0301", "⟨N⟩", "\x00", "日本"]
 chunk = st.one_of(st.text(alphabet=ASCII, max_size=6), st.sampled_from(WORDS + ODD))
 line = st.lists(chunk, max_size=8).map("".join)

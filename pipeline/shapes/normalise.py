@@ -4,10 +4,12 @@ Two normalisations, both with one regex vocabulary that Python `re` and polars (
 run identically (no look-around), so the per-line reference and the vectorised column agree:
 
 - `edit_shape`: the lines the before -> after line diff removes and adds, each normalised
-  (whitespace collapsed, hex runs -> HEX, numbers and versions -> NUM). A digit-only edit
-  (a version or SHA bump) also names what it bumps by REF, `uses: actions/cache@v3` ->
-  `uses: REF@NUM`, as a `rev:` bump never names its hook: such bumps are one shape whatever
-  they bump.
+  (whitespace collapsed, hex runs -> HEX, numbers and whole version tokens, operator and
+  suffix included, -> NUM). A digit-only edit (a version or SHA bump) also names what it
+  bumps by REF, `uses: actions/cache@v3` -> `uses: REF@NUM`, `"husky": "^7.0.4"` ->
+  `"REF": "NUM"` (REF_RULES: @, JSON / YAML keys, TOML keys, Go modules, Maven properties),
+  as a `rev:` bump never names its hook: such bumps are one shape whatever they bump, and a
+  hunk bumping two dependencies is one shape with any other two-dependency hunk.
 - `edit_key_expr`: the whole before and after, normalised the same way with all whitespace
   collapsed: the corpus-wide "same normalised edit" that export keeps in one split.
 
@@ -34,17 +36,126 @@ HEX_RX = (
     + "|".join(f"[a-fA-F]{{{k}}}[0-9][0-9a-fA-F]{{{6 - k},}}" for k in range(7))
     + r"|[a-fA-F]{7,}[0-9][0-9a-fA-F]*)\b"
 )
-# A digit run or dotted version, optional leading `v`, optional pre-release suffix:
-# v4.5.0, 6.1.0, 1.2.3rc1, 2.0.0-beta.2, 1.0a1.
-NUM_RX = (
-    r"(?:\bv)?[0-9]+(?:\.[0-9]+)*"
-    r"(?:(?:a|b|rc)[0-9]+|[-.](?:rc|alpha|beta|dev|pre|post)(?:\.?[0-9]+)?)?"
+# A version token folds whole into NUM: its range operator, a leading `v`, dotted parts and
+# wildcards, pre-release and build suffixes (`^2.0.0`, `~1.6.3`, `>=2.0`, `"=0.3.0-alpha.1"`,
+# `v1.3.0-rc.1+incompatible`, `3.0.0beta2`, `1.2.3-SNAPSHOT`, `4.1.0.Final`, `1.10.x`, `2.*`,
+# `1.0a1.dev0`), so one dependency's bumps are one shape however each spells its version. What
+# code spells alike stays apart:
+# - an operator folds only when it touches the version (`if x >= 3` keeps its `>=`); a
+#   comparison (`== != >= <= ~=`, and `< = ~` after a non-word character: `"=1.2"`,
+#   `,<2.0`, `"~1.6.3"` but never `i=0.5`) only before a dotted version (`x>=3` keeps its
+#   `>=`, prose's `~25 GB` its `~`); a lone `>` after a non-word character only before a
+#   version of three parts (`">1.2.3"`, where HTML's `class="pct">91.5%` keeps its `>`); a
+#   lone `^` after a non-word character before any version (`"^4"`, but never `x^2`);
+# - a suffix is a listed word, ending at a word boundary or in digits (`1.0-betamax` is no
+#   version); after `-`, a word that is also a common identifier (`alpha`, `beta`, `dev`,
+#   `next`...) needs digits after it or a version of three parts: `(1-alpha)*x`, `1.0-beta` in
+#   code stay, `1.0.0-beta`, `1.4.0-beta9`, `2.0.0-beta.2`, `1.0-SNAPSHOT` fold; after `+`,
+#   only `build<digits>` and `incompatible`; bare numbers and hashes after `-` only after a
+#   version of three parts (`1.0.0-0`, Go's `v0.0.0-<date>-<hash>`, never `a = 1-2`);
+# - a digit run inside a word (`float32`, `utf8`, `h2`, `x86_64`, `python3.6`) is digits and
+#   dotted digits only, as before: no operator, suffix or wildcard.
+# No look-around (polars' regex has none): each rule is spelled with \b / \B and alternation,
+# and scan.py spells the same rules as a byte scan, leftmost-first like the regex.
+CMP_OPS = ("~=", "==", "!=", ">=", "<=")  # comparisons, anywhere; then `\B[<=~]`, `\B>`
+SAFE_WORDS = ("SNAPSHOT", "RELEASE", "Final", "FINAL", "GA", "RC", "CR", "rc", "canary", "nightly")
+# "preview" before "pre": alternation is ordered
+IDENT_WORDS: tuple[str, ...] = ("alpha", "beta", "preview", "pre", "post", "dev", "next")
+IDENT_WORDS += ("snapshot", "final", "release")
+
+
+def _num_rx() -> str:
+    """NUM_RX, spelled from the vocabulary above (scan.py scans the same, in this order)."""
+    cmp_ = "(?:" + "|".join(re.escape(o) for o in CMP_OPS) + r"|\B[<=~])"
+    gt, rng = r"\B>", r"\B\^"
+    part = r"\.(?:[0-9]+|[xX]\b|\*\B)"  # 1.10.x, 2.*
+    tail = "(?:[.-]?[0-9]+|[.-]" + HEX + ")+"  # -rc.1, beta2, -dev.<date>
+    safe = "(?:" + "|".join(SAFE_WORDS) + ")"
+    ident = "(?:" + "|".join(IDENT_WORDS) + ")"
+    end = f"(?:{tail}|\\b)"
+
+    def suffix(full: bool) -> str:
+        """One suffix; `full`: after a version of three parts."""
+        alts = [
+            "(?:a|b)[0-9]+",  # 1.0a1, 2.0b3
+            ("[-.]?" if full else r"\.?") + "M[0-9]+",  # 2.0M8, 5.0.0-M1
+            f"[-.]?{safe}{end}",
+            f"\\.?{ident}{end}",
+            f"-{ident}{end if full else tail}",
+            r"\+build" + tail,
+            r"\+incompatible\b",
+            # numbered pre-releases, Go pseudo-versions: 1.0.0-0, v0.0.0-<date>-<hash>
+            *([f"-(?:[0-9]+|{HEX})(?:[.-]?[0-9]+|[.-]{HEX})*"] if full else []),
+        ]
+        return "(?:" + "|".join(alts) + ")*"
+
+    return "|".join(
+        [
+            f"(?:(?:{cmp_}|{gt}|{rng})v?|\\bv|\\b)[0-9]+(?:{part}){{2,}}{suffix(True)}",
+            f"{cmp_}v?[0-9]+(?:{part})+{suffix(False)}",
+            f"(?:{rng}v?|\\bv|\\b)[0-9]+(?:{part})*{suffix(False)}",
+            r"[0-9]+(?:\.[0-9]+)*",  # digits inside a word
+        ]
+    )
+
+
+NUM_RX = _num_rx()
+# What a digit-only bump pins at its version, by the syntax that pins it: (regex, polars
+# replacement, the group that is the name). Each regex runs over a whole normalised shape
+# (lines "-..." / "+...") in turn; names may hold NUM or HEX (`es6-promise`). A key that is
+# the word `version` names no dependency (a release bump, `"version": "1.2.0"`): it stays.
+_TOKEN = "(?:[\\w{}]|⟨[NH]⟩)"
+
+
+def _name_but(word: str, punct: str) -> str:
+    """A name of word characters, `punct` and NUM / HEX, any but `word`. No look-ahead: the
+    names that stop short of it, differ from it at some character, or run on past it."""
+    tok = _TOKEN.format(punct)
+    alts = [re.escape(word[:i]) for i in range(1, len(word))]
+    alts += [
+        re.escape(word[:i]) + f"(?:[^\\W{word[i]}]|[{punct}]|⟨[NH]⟩){tok}*"
+        for i in range(len(word))
+    ]
+    return "(?:" + "|".join([*alts, re.escape(word) + f"{tok}+"]) + ")"
+
+
+_NAME = _TOKEN.format(".-") + "+"
+REF_RULES: tuple[tuple[str, str, int], ...] = (
+    # an action, a package, an image at `@version`: `uses: actions/checkout@v4`
+    (f"({_NAME}(?:/{_NAME})*)@({NUM}|{HEX})", REF + "@${2}", 1),
+    # a JSON / YAML / JS key whose value is a version: `"husky": "^7.0.4"`
+    (
+        f"([\"'])({_name_but('version', '.@/-')})([\"']: ?[\"']{NUM}[\"'])",
+        "${1}" + REF + "${3}",
+        2,
+    ),
+    # a TOML (Cargo, pyproject) key at the line's start: `serde = "1.0"`,
+    # `clap = { version = "4.1", ... }`
+    (
+        f'(?m)^([-+]"?)({_name_but("version", ".-")})("? ?= ?(?:"{NUM}"|\'{NUM}\''
+        f'|\\{{ ?version ?= ?"{NUM}"))',
+        "${1}" + REF + "${3}",
+        2,
+    ),
+    # a Go module path: `require github.com/x/y v1.2.3`
+    (
+        f"(?m)^([-+](?:require )?)({_TOKEN.format('-')}+(?:\\.{_TOKEN.format('-')}+)+"
+        f"(?:/{_NAME})+)( {NUM})",
+        "${1}" + REF + "${3}",
+        2,
+    ),
+    # a Maven version property: `<truth.version>0.25</truth.version>`
+    (
+        f"<({_NAME})\\.version>{NUM}</{_NAME}\\.version>",
+        f"<{REF}.version>{NUM}</{REF}.version>",
+        1,
+    ),
 )
-# What a pinned reference names before `@version`: an action, a package, an image.
-REF_RX = r"[\w.-]+(?:/[\w.-]+)*@(" + NUM + "|" + HEX + ")"
 WS_RX = r"\s+"
 
-_HEX, _NUM, _REF, _WS = (re.compile(x) for x in (HEX_RX, NUM_RX, REF_RX, WS_RX))
+_HEX, _NUM, _WS = (re.compile(x) for x in (HEX_RX, NUM_RX, WS_RX))
+# the rules for Python: `${k}` is `\g<k>` (a group that took no part is "" in both)
+_REFS = [(re.compile(rx), re.sub(r"\$\{(\d+)\}", r"\\g<\1>", to), k) for rx, to, k in REF_RULES]
 _COUNTS = ("lines_removed", "lines_added")
 # A character outside printable ASCII, its whitespace and the tokens' brackets: there Python's
 # `\s` (which takes \x1c-\x1f) and `\w`/`\b` (Unicode letters and marks) may differ from
@@ -98,8 +209,9 @@ def vectorised(
 
 
 def refs(line: str) -> list[str]:
-    """The names pinned at a version in a normalised line (`actions/cache` in `...@NUM`)."""
-    return [m.group(0).rsplit("@", 1)[0] for m in _REF.finditer(line)]
+    """The names pinned at a version in a normalised line, rule by rule (`actions/cache` in
+    `...@NUM`, `husky` in `"husky": "NUM"`)."""
+    return [m.group(k) for rx, _, k in _REFS for m in rx.finditer(line)]
 
 
 def ref_names(shape: str) -> str:
@@ -108,19 +220,25 @@ def ref_names(shape: str) -> str:
 
 
 def ref_names_expr(e: pl.Expr) -> pl.Expr:
-    """ref_names in polars (a match never spans lines: "\n" is in no class of REF_RX)."""
-    names = e.str.extract_all(REF_RX).list.eval(pl.element().str.replace(f"@(?:{NUM}|{HEX})$", ""))
+    """ref_names in polars (a match never spans lines: "\n" is in no class of REF_RULES)."""
+    names = pl.concat_list(
+        e.str.extract_all(rx).list.eval(pl.element().str.extract(rx, k)) for rx, _, k in REF_RULES
+    )
     return names.list.unique().list.sort().list.join(" ")
 
 
 def ref_sub(shape: str) -> str:
-    """A digit-only shape with its pinned names replaced by REF."""
-    return _REF.sub(REF + r"@\1", shape)
+    """A digit-only shape with its pinned names replaced by REF, rule after rule."""
+    for rx, to, _ in _REFS:
+        shape = rx.sub(to, shape)
+    return shape
 
 
 def ref_sub_expr(e: pl.Expr) -> pl.Expr:
     """ref_sub in polars."""
-    return e.str.replace_all(REF_RX, REF + "@${1}")
+    for rx, to, _ in REF_RULES:
+        e = e.str.replace_all(rx, to)
+    return e
 
 
 def _lines(text: str, blank: bool = False) -> list[str]:

@@ -12,15 +12,30 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from pipeline.shapes.normalise import HEX, NUM
+from pipeline.shapes.normalise import CMP_OPS, HEX, IDENT_WORDS, NUM, SAFE_WORDS
 
 _TOK_N = np.frombuffer(NUM.encode(), np.uint8).copy()  # 7 UTF-8 bytes each
 _TOK_H = np.frombuffer(HEX.encode(), np.uint8).copy()
-_SUFFIXES = ("rc", "alpha", "beta", "dev", "pre", "post")  # NUM_RX's pre-release words
-_SUF = np.zeros((len(_SUFFIXES), 5), np.uint8)
-_SUF_LEN = np.array([len(w) for w in _SUFFIXES], np.int64)
-for _k, _w in enumerate(_SUFFIXES):
-    _SUF[_k, : len(_w)] = np.frombuffer(_w.encode(), np.uint8)
+
+
+def _words(words: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes padded to one width, lengths) of a word list, in its order."""
+    out = np.zeros((len(words), max(len(w) for w in words)), np.uint8)
+    for k, w in enumerate(words):
+        out[k, : len(w)] = np.frombuffer(w.encode(), np.uint8)
+    return out, np.array([len(w) for w in words], np.int64)
+
+
+# NUM_RX's vocabulary, passed to the kernels (not read as globals: numba's cache would keep
+# an old list after normalise.py changed it)
+_VOCAB = (
+    _TOK_N,
+    _TOK_H,
+    *_words(CMP_OPS),
+    *_words(SAFE_WORDS),
+    *_words(IDENT_WORDS),
+    *_words(("build", "incompatible")),
+)
 
 
 # Byte classes, ASCII: \s (\t \n \v \f \r, space), digit, \w, hex digit; ODD: not ASCII text
@@ -61,41 +76,163 @@ def _digits(h, q, m):
     return q
 
 
+@nb.njit(inline="always")
+def _at(h, q, m, w, n):
+    """Whether h[q:m] starts with w[:n]."""
+    if q + n > m:
+        return False
+    for t in range(n):
+        if h[q + t] != w[t]:
+            return False
+    return True
+
+
+@nb.njit(inline="always")
+def _edge(h, r, m):
+    """Whether no word character follows r (\\b after a word character, \\B after another)."""
+    return r == m or not _word(h[r])
+
+
 @nb.njit(nogil=True, cache=True)
-def _num_end(h, p, m, suf, suf_len):
-    """End of NUM_RX's match at p in h[:m], or -1: `(?:\\bv)?[0-9]+(?:\\.[0-9]+)*` then the
-    optional suffix (every part after the first digits is optional and greedy, so the first
-    path the regex tries is the longest: no backtracking to spell out)."""
+def _tail(h, q, m, tok_h):
+    """End of `(?:[.-]?[0-9]+|[.-]HEX)+` at q, or -1 (greedy: nothing after it can fail)."""
+    r = -1
+    while q < m:
+        c = h[q]
+        sep = c == 46 or c == 45  # . -
+        if sep and q + 1 < m and _digit(h[q + 1]):
+            q = _digits(h, q + 1, m)
+        elif _digit(c):
+            q = _digits(h, q, m)
+        elif sep and _at(h, q + 1, m, tok_h, 7):
+            q += 8
+        else:
+            break
+        r = q
+    return r
+
+
+@nb.njit(nogil=True, cache=True)
+def _word_end(h, s, m, words, lens, tail_only, tok_h):
+    """End of `(?:w1|w2|...)(?:TAIL|\\b)` at s (`TAIL` alone if tail_only), or -1: the
+    words in order, as the alternation backtracks through them."""
+    for w in range(words.shape[0]):
+        n = lens[w]
+        if _at(h, s, m, words[w], n):
+            e = _tail(h, s + n, m, tok_h)
+            if e >= 0:
+                return e
+            if not tail_only and _edge(h, s + n, m):
+                return s + n
+    return -1
+
+
+@nb.njit(nogil=True, cache=True)
+def _suffix(h, q, m, full, voc):
+    """End of one suffix of NUM_RX at q, or -1; `full`: after a version of three parts. The
+    alternatives in NUM_RX's order; an optional separator is greedy, and a word never starts
+    with one, so taking it when it is there is the only path that can match."""
+    tok_h, _, _, safe, safe_len, ident, ident_len, plus, plus_len = voc[1:]
+    c = h[q]
+    if (c == 97 or c == 98) and q + 1 < m and _digit(h[q + 1]):  # a1 b3
+        return _digits(h, q + 1, m)
+    s = q + 1 if c == 46 or (full and c == 45) else q  # 2.0M8, -M1
+    if s < m and h[s] == 77 and s + 1 < m and _digit(h[s + 1]):
+        return _digits(h, s + 1, m)
+    s = q + 1 if c == 46 or c == 45 else q
+    e = _word_end(h, s, m, safe, safe_len, False, tok_h)  # -SNAPSHOT .Final -rc.1
+    if e >= 0:
+        return e
+    e = _word_end(h, q + 1 if c == 46 else q, m, ident, ident_len, False, tok_h)  # beta2 .dev0
+    if e >= 0:
+        return e
+    if c == 45:  # -beta.2; -alpha after a version of three parts
+        e = _word_end(h, q + 1, m, ident, ident_len, not full, tok_h)
+        if e >= 0:
+            return e
+    if c == 43 and _at(h, q + 1, m, plus[0], plus_len[0]):  # +build.5
+        e = _tail(h, q + 1 + plus_len[0], m, tok_h)
+        if e >= 0:
+            return e
+    if c == 43 and _at(h, q + 1, m, plus[1], plus_len[1]):  # +incompatible
+        if _edge(h, q + 1 + plus_len[1], m):
+            return q + 1 + plus_len[1]
+    if full and c == 45:  # 1.0.0-0, -<date>-<hash>
+        e = -1
+        if q + 1 < m and _digit(h[q + 1]):
+            e = _digits(h, q + 1, m)
+        elif _at(h, q + 1, m, tok_h, 7):
+            e = q + 8
+        if e >= 0:
+            t = _tail(h, e, m, tok_h)
+            return t if t >= 0 else e
+    return -1
+
+
+@nb.njit(nogil=True, cache=True)
+def _num_end(h, p, m, voc):
+    """End of NUM_RX's match at p in h[:m], or -1. Its branches, in order: an operator or
+    `v` or a word boundary, then a version of three or more parts with any suffix; a
+    comparison or `~` (not a lone `>`) before a version of two parts; a lone `^`, `v` or a
+    word boundary before any version; digits inside a word. Every part after the first
+    digits is greedy and optional, or a choice decided by the next characters, so the first
+    path the regex tries is the one found here: no backtracking to spell out."""
+    cmp2 = voc[2]
+    c = h[p]
+    loose = p == 0 or not _word(h[p - 1])  # \\B before an operator, \\b before v or a digit
+    op = 0  # 1: a comparison or ~, 2: a lone ^, 3: a lone >
     q = p
-    if h[p] == 118 and (p == 0 or not _word(h[p - 1])) and p + 1 < m and _digit(h[p + 1]):
+    for k in range(cmp2.shape[0]):
+        if p + 1 < m and c == cmp2[k, 0] and h[p + 1] == cmp2[k, 1]:
+            op, q = 1, p + 2  # its `=` is no start of a version: nothing else can match
+            break
+    if op == 0 and loose and (c == 60 or c == 61 or c == 126):  # < = ~
+        op, q = 1, p + 1
+    elif op == 0 and loose and c == 62:  # >
+        op, q = 3, p + 1
+    elif op == 0 and loose and c == 94:  # ^
+        op, q = 2, p + 1
+    if op:
+        if q + 1 < m and h[q] == 118 and _digit(h[q + 1]):
+            q += 1  # ^v1.2
+    elif c == 118:
+        if not (loose and p + 1 < m and _digit(h[p + 1])):
+            return -1
         q = p + 1  # v4.5.0
-    if not _digit(h[q]):
+    elif _digit(c) and not loose:  # digits inside a word: float32, python3.6
+        q = _digits(h, p, m)
+        while q + 1 < m and h[q] == 46 and _digit(h[q + 1]):
+            q = _digits(h, q + 1, m)
+        return q
+    if q >= m or not _digit(h[q]):
         return -1
     q = _digits(h, q, m)
-    while q + 1 < m and h[q] == 46 and _digit(h[q + 1]):
-        q = _digits(h, q + 1, m)
-    if q + 1 < m and (h[q] == 97 or h[q] == 98) and _digit(h[q + 1]):
-        return _digits(h, q + 1, m)  # a1, b2
-    if q + 2 < m and h[q] == 114 and h[q + 1] == 99 and _digit(h[q + 2]):
-        return _digits(h, q + 2, m)  # rc1
-    if q < m and (h[q] == 45 or h[q] == 46):  # -beta.2, .post1
-        for w in range(suf.shape[0]):
-            n = suf_len[w]
-            if q + 1 + n <= m and np.all(h[q + 1 : q + 1 + n] == suf[w, :n]):
-                r = q + 1 + n
-                if r + 1 < m and h[r] == 46 and _digit(h[r + 1]):
-                    return _digits(h, r + 1, m)
-                if r < m and _digit(h[r]):
-                    return _digits(h, r, m)
-                return r
+    parts = 0
+    while q + 1 < m and h[q] == 46:
+        d = h[q + 1]
+        if _digit(d):
+            q = _digits(h, q + 1, m)
+        elif (d == 120 or d == 88 or d == 42) and _edge(h, q + 2, m):  # 1.10.x, 2.*
+            q += 2
+        else:
+            break
+        parts += 1
+    if (op == 1 and parts == 0) or (op == 3 and parts < 2):
+        return -1  # x>=3, ~25 GB and class="pct">91.5% keep their operator
+    while q < m:
+        e = _suffix(h, q, m, parts >= 2, voc)
+        if e < 0:
+            break
+        q = e
     return q
 
 
 @nb.njit(nogil=True, cache=True)
-def _normalise(c, m, h, out, o, tok_n, tok_h, suf, suf_len):
+def _normalise(c, m, h, out, o, voc):
     """normalise_line of the collapsed ASCII line c[:m], written at out[o:]; its new end.
     HEX_RX: a maximal hex run of 7+ holding a digit, with a non-word character (or the line's
     edge) on both sides; then NUM_RX over that, scanned leftmost-first like the regex."""
+    tok_n, tok_h = voc[0], voc[1]
     k = 0
     p = 0
     while p < m:
@@ -119,7 +256,9 @@ def _normalise(c, m, h, out, o, tok_n, tok_h, suf, suf_len):
         p += 1
     p = 0
     while p < k:
-        q = _num_end(h, p, k, suf, suf_len) if _digit(h[p]) or h[p] == 118 else -1
+        b = h[p]
+        start = _digit(b) or b == 118 or b in (126, 94, 60, 62, 61, 33)  # v ~ ^ < > = !
+        q = _num_end(h, p, k, voc) if start else -1
         if q < 0:
             out[o] = h[p]
             o += 1
@@ -132,7 +271,7 @@ def _normalise(c, m, h, out, o, tok_n, tok_h, suf, suf_len):
 
 
 @nb.njit(nogil=True, cache=True)
-def _normalise_lines(data, starts, ends, tok_n, tok_h, suf, suf_len):
+def _normalise_lines(data, starts, ends, voc):
     n = starts.size
     coff = np.zeros(n + 1, np.int64)
     noff = np.zeros(n + 1, np.int64)
@@ -172,7 +311,7 @@ def _normalise_lines(data, starts, ends, tok_n, tok_h, suf, suf_len):
             noff[i + 1] = noff[i] + o - c0
             continue
         line = cdata[c0:o]
-        noff[i + 1] = _normalise(line, o - c0, h, ndata, noff[i], tok_n, tok_h, suf, suf_len)
+        noff[i + 1] = _normalise(line, o - c0, h, ndata, noff[i], voc)
     return cdata[: coff[n]], coff, ndata[: noff[n]], noff, odd
 
 
@@ -181,4 +320,4 @@ def normalise_lines(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(collapsed bytes, offsets, normalised bytes, offsets, odd) per line; `odd` lines hold a
     character outside ASCII text, where the Python reference must decide."""
-    return _normalise_lines(data, starts, ends, _TOK_N, _TOK_H, _SUF, _SUF_LEN)
+    return _normalise_lines(data, starts, ends, _VOCAB)
