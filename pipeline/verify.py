@@ -65,7 +65,7 @@ def check_stage(d: Path, m: dict[str, Any], problems: list[str]) -> None:
     elif cons.get("kind") == "ids":
         _check_ids(d, cons, problems)
     if m.get("leakage"):
-        _check_leakage(d, m["leakage"], problems)
+        _check_leakage(d, m["leakage"], problems, m.get("counts") or {})
 
 
 def _describe(m: dict[str, Any]) -> str:
@@ -215,6 +215,8 @@ def _check_ids(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
 
 # ------------------------------------------------------------------------ export: leakage
 
+SHARING = "held_out_sharing_change_with_train"  # the export manifest's count
+
 
 def ids_in_several_splits(splits: pl.DataFrame) -> int:
     """How many ids have rows in two or more splits (the `id` grouping: cross_split_groups
@@ -236,11 +238,49 @@ def cross_split_groups(splits: pl.DataFrame, keys: pl.DataFrame) -> int:
     return int(per.filter(pl.col("n") > 1).height)
 
 
+def _known(columns: list[str]) -> pl.Expr:
+    """Every one of `columns` non-empty (a key with an empty part is no key)."""
+    return pl.all_horizontal((pl.col(c).fill_null("") != "") for c in columns)
+
+
 def column_keys(items: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
     """id, key: the values of `columns` joined (a change is its repo and change); an item
     with an empty one has no key, so items of unknown change are not one change."""
-    known = pl.all_horizontal((pl.col(c).fill_null("") != "") for c in columns)
-    return items.filter(known).select("id", pl.concat_str(columns, separator="\x00").alias("key"))
+    key = pl.concat_str(columns, separator="\x00").alias("key")
+    return items.filter(_known(columns)).select("id", key)
+
+
+CHANGE_COLUMNS = ["repo", "change"]  # a change: its repository and its commit / pull request
+
+
+def held_out_sharing_change(splits: pl.DataFrame) -> pl.DataFrame:
+    """source, held_out, sharing_change: per source, the validation and test items, and how
+    many of them share a change (repo and change, both non-empty) with a train item, so the
+    hunks of one commit, with its comment and often its text, sit on both sides of the split.
+
+    splits: source, split, repo, change (one row per exported item). The one definition:
+    export writes its total to the manifest (`held_out_sharing_change_with_train`), the
+    report and the dataset card read it, and verify re-counts it from the split files."""
+    key = pl.concat_str(CHANGE_COLUMNS, separator="\x00")
+    train = (
+        splits.filter((pl.col("split") == "train") & _known(CHANGE_COLUMNS))
+        .select(key.alias("key"))
+        .unique()
+        .with_columns(in_train=pl.lit(True))
+    )
+    held = splits.filter(pl.col("split") != "train").select(
+        pl.col("source").cast(pl.String),
+        pl.when(_known(CHANGE_COLUMNS)).then(key).alias("key"),
+    )
+    return (
+        held.join(train, on="key", how="left")
+        .group_by("source")
+        .agg(
+            pl.len().alias("held_out"),
+            pl.col("in_train").fill_null(False).sum().cast(pl.Int64).alias("sharing_change"),
+        )
+        .sort("source")
+    )
 
 
 def leakage_keys(d: Path, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.DataFrame:
@@ -267,13 +307,26 @@ def read_splits(d: Path, files: dict[str, str], extra: list[str]) -> pl.DataFram
     return pl.concat(parts)
 
 
-def _check_leakage(d: Path, leak: dict[str, Any], problems: list[str]) -> None:
-    """No dedup cluster, shape group (or repo, by_repo) has items in two splits."""
+def _check_leakage(
+    d: Path, leak: dict[str, Any], problems: list[str], counts: dict[str, Any]
+) -> None:
+    """No dedup cluster, shape group (or repo, by_repo) has items in two splits; and the
+    held-out items sharing a change with train are as many as the manifest says."""
     groupings = leak.get("groupings", [])
     named = {g["column"] for g in groupings if "column" in g}
+    sharing = counts.get(SHARING)
+    if sharing is not None:
+        named |= {"source", *CHANGE_COLUMNS}
     cols = sorted(named.union(*(g["columns"] for g in groupings if "columns" in g)) - {"id"})
     try:
         splits = read_splits(d, leak["splits"], cols)
+        if sharing is not None:
+            n = int(held_out_sharing_change(splits)["sharing_change"].sum())
+            if n != sharing:
+                problems.append(
+                    f"{d.name}: {n} held-out items share a change with train, "
+                    f"the manifest recorded {sharing}"
+                )
         for g in groupings:
             if g.get("column") == "id":
                 n = ids_in_several_splits(splits)

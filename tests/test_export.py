@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.config import ConfigError, ExportConfig, load_config
 from pipeline.export import SPLITS, assign_splits, groupings
+from pipeline.export.split import WHOLE_CHANGES, sharing_by_source
 from pipeline.parts import num_rows, part_name
 from pipeline.runs import write_parquet
 from pipeline.schema import ITEM_SCHEMA
@@ -28,17 +29,32 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 PCC = ".pre-commit-config.yaml"
 
 
-def frames(cluster: list[int], shape: list[int], repo: list[int], dates: list[int] | None = None):
-    """items / clusters / shapes frames for n items with the given group labels."""
+def frames(
+    cluster: list[int],
+    shape: list[int],
+    repo: list[int],
+    dates: list[int] | None = None,
+    change: list[int] | None = None,
+):
+    """items / clusters / shapes frames for n items with the given group labels (change:
+    each item its own change unless given)."""
     n = len(cluster)
     ids = [f"id{k:04d}" for k in range(n)]
     items = pl.DataFrame(
         {
             "id": ids,
+            "source": ["s"] * n,
             "repo": [f"r{x}" for x in repo],
+            "change": [f"c{x}" for x in (change if change is not None else range(n))],
             "created_at": [None if d is None else d for d in (dates or [None] * n)],
         },
-        schema={"id": pl.String, "repo": pl.String, "created_at": pl.Int64},
+        schema={
+            "id": pl.String,
+            "source": pl.String,
+            "repo": pl.String,
+            "change": pl.String,
+            "created_at": pl.Int64,
+        },
     ).with_columns((pl.col("created_at") * 86_400_000_000).cast(pl.Datetime("us", "UTC")))
     clusters = pl.DataFrame({"id": ids, "cluster_id": cluster})
     shapes = pl.DataFrame({"id": ids * 2, "scope": ["repo"] * n + ["change"] * n})
@@ -56,13 +72,13 @@ labels = st.integers(0, 12)
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.tuples(labels, labels, st.integers(0, 3)), min_size=1, max_size=60),
+    st.lists(st.tuples(labels, labels, st.integers(0, 3), labels), min_size=1, max_size=60),
     st.integers(0, 5),
-    st.sampled_from(["ratio", "repo"]),
+    st.sampled_from(["ratio", "repo", "change"]),
 )
 def test_groups_never_span_splits(rows, seed: int, split_by: str) -> None:
-    cluster, shape, repo = (list(x) for x in zip(*rows, strict=True))
-    items, clusters, shapes = frames(cluster, shape, repo)
+    cluster, shape, repo, change = (list(x) for x in zip(*rows, strict=True))
+    items, clusters, shapes = frames(cluster, shape, repo, change=change)
     e = ExportConfig(split_by=split_by, seed=seed, ratios=[0.4, 0.3, 0.3])
     a = assign_splits(items, clusters, shapes, e)
     assert sorted(a["id"].to_list()) == sorted(items["id"].to_list())  # each id once
@@ -71,6 +87,50 @@ def test_groups_never_span_splits(rows, seed: int, split_by: str) -> None:
     # the groups are the connected components: chains across groupings stay together
     per = a.group_by("export_group").agg(pl.col("split").n_unique())
     assert per["split"].max() == 1
+    if split_by in WHOLE_CHANGES:  # repo keeps changes whole too
+        assert sharing(items, a) == 0
+
+
+def sharing(items: pl.DataFrame, assigned: pl.DataFrame) -> int:
+    """Held-out items sharing a change with train, counted here item by item."""
+    split = dict(zip(assigned["id"], assigned["split"], strict=True))
+    train = {
+        (r["repo"], r["change"])
+        for r in items.iter_rows(named=True)
+        if split[r["id"]] == "train" and r["repo"] and r["change"]
+    }
+    return sum(
+        split[r["id"]] != "train" and (r["repo"], r["change"]) in train
+        for r in items.iter_rows(named=True)
+    )
+
+
+def test_the_default_split_keeps_whole_changes_and_ratio_does_not() -> None:
+    """split_by = "change" is the default: on 300 items in 50 changes of 6 hunks, no change
+    spans two splits; with ratio, held-out hunks share their change with train, and the
+    export's count (verify.held_out_sharing_change) says how many."""
+    assert ExportConfig().split_by == "change" and load_config(None).export.split_by == "change"
+    n = 300
+    change = [k // 6 for k in range(n)]
+    items, clusters, shapes = frames(list(range(n)), list(range(n)), [0] * n, change=change)
+    e = ExportConfig(ratios=[0.4, 0.3, 0.3])
+    a = assign_splits(items, clusters, shapes, e)
+    per = items.join(a, on="id").group_by("change").agg(pl.col("split").n_unique())
+    assert per["split"].max() == 1 and set(a["split"]) == set(SPLITS)
+    counted = sharing_by_source(items, a)
+    assert counted["sharing_change"].sum() == sharing(items, a) == 0
+    assert counted["held_out"].sum() == a.filter(pl.col("split") != "train").height
+    ratio = assign_splits(items, clusters, shapes, ExportConfig(split_by="ratio", ratios=e.ratios))
+    by_source = sharing_by_source(items, ratio)
+    assert by_source["sharing_change"].sum() == sharing(items, ratio) > 0
+    assert by_source["source"].to_list() == ["s"]
+    # time deals groups to train and validation as ratio does: a change may span them
+    e = ExportConfig(split_by="time", after="2030-01-01", ratios=[0.5, 0.5, 0.0])
+    timed = assign_splits(items, clusters, shapes, e)
+    assert sharing_by_source(items, timed)["sharing_change"].sum() == sharing(items, timed) > 0
+    # an item of unknown change (or repo) shares nothing
+    blank = items.with_columns(change=pl.lit(""))
+    assert sharing_by_source(blank, ratio)["sharing_change"].sum() == 0
 
 
 def test_chain_of_cluster_and_shape_is_one_group() -> None:
@@ -98,7 +158,7 @@ def test_sizes_follow_the_ratios_and_large_groups_are_held_out_too() -> None:
     shape = list(range(1000)) + [1000 + k // 2 for k in range(1000)]
     shape += [2000 + k // 4 for k in range(1000)]
     items, clusters, shapes = frames(list(range(n)), shape, [0] * n)
-    a = assign_splits(items, clusters, shapes, ExportConfig())
+    a = assign_splits(items, clusters, shapes, ExportConfig(split_by="ratio"))
     share = a.group_by("split").len().with_columns(pl.col("len") / n)
     got = dict(zip(share["split"], share["len"], strict=True))
     for s, r in zip(SPLITS, (0.9, 0.05, 0.05), strict=True):
@@ -361,6 +421,70 @@ def test_split_by_change_keeps_every_hunk_of_a_change_in_one_split() -> None:
         .otherwise("split")
     )
     assert cross_split_groups(moved, leakage_keys(Path("."), grouping, moved)) == 1
-    ratio = assign_splits(items, clusters, shapes, ExportConfig(ratios=[0.4, 0.3, 0.3]))
+    e = ExportConfig(split_by="ratio", ratios=[0.4, 0.3, 0.3])
+    ratio = assign_splits(items, clusters, shapes, e)
     split = items.join(ratio, on="id").filter(pl.col("change") != "")
     assert split.group_by("repo", "change").agg(pl.col("split").n_unique())["split"].max() > 1
+
+
+def _held_out_sharing(run: Path) -> tuple[int, int]:
+    """(held-out items sharing a change with train, held-out items), from the split files."""
+    t = {s: pl.read_parquet(run / "export" / f"{s}.parquet") for s in SPLITS}
+    train = {(r, c) for r, c in zip(t["train"]["repo"], t["train"]["change"], strict=True) if c}
+    held = pl.concat([t["validation"], t["test"]])
+    n = sum((r, c) in train for r, c in zip(held["repo"], held["change"], strict=True) if r and c)
+    return n, held.height
+
+
+def test_ratio_warns_in_the_card_and_the_report_and_change_does_not(sample_run: Path) -> None:
+    """With split_by = "ratio" the export counts the held-out items that share a change with
+    train; the card and the report warn with that count. With the default (change): 0, and no
+    warning anywhere."""
+    cfg, run = sample_run / "editcurate.toml", sample_run / "runs" / "sample"
+    ratios = ["--set", "export.ratios=[0.4, 0.3, 0.3]"]
+    out = _cli("export", "--config", cfg, "--force", "--set", "export.split_by=ratio", *ratios)
+    n, held = _held_out_sharing(run)
+    assert n > 0
+    m = json.loads((run / "export" / "manifest.json").read_text())
+    assert m["counts"]["held_out_sharing_change_with_train"] == n and m["split_by"] == "ratio"
+    by = m["sharing_change"]["by_source"]
+    assert sum(r["sharing_change"] for r in by) == n and sum(r["held_out"] for r in by) == held
+    assert f"warning: {n} of {held} validation and test items share a change" in out
+    card = (run / "export" / "README.md").read_text()
+    assert f"**Warning**: {n} of {held} validation and test items share a change" in card
+    _cli("report", run)
+    fig = json.loads((run / "report" / "report.json").read_text())["splits"]["sharing_change"]
+    assert (fig["sharing"], fig["held_out"], fig["whole"]) == (n, held, False)
+    md = (run / "report" / "report.md").read_text()
+    html = (run / "report" / "report.html").read_text()
+    assert f"**Warning**: {n} of {held} validation and test items share a change" in md
+    assert f"<b>Warning</b>: {n} of {held} validation and test items share a change" in html
+    problems, passed = verify_run(run)  # verify re-counts it from the split files
+    assert problems == [] and any(f"held_out_sharing_change_with_train {n}" in p for p in passed)
+
+    _cli("export", "--config", cfg, "--force", *ratios)  # the default: whole changes
+    assert _held_out_sharing(run)[0] == 0
+    m = json.loads((run / "export" / "manifest.json").read_text())
+    assert m["split_by"] == "change" and m["counts"]["held_out_sharing_change_with_train"] == 0
+    card = (run / "export" / "README.md").read_text()
+    assert "Warning" not in card
+    assert "sharing a change with train: 0 of " in card
+    _cli("report", run)
+    md = (run / "report" / "report.md").read_text()
+    html = (run / "report" / "report.html").read_text()
+    assert "**Warning**" not in md and "<b>Warning</b>" not in html
+    assert "keeps every change in one split" in md
+
+
+def test_verify_finds_a_held_out_sharing_count_that_does_not_match(sample_run, tmp_path):
+    _cli("export", "--config", sample_run / "editcurate.toml", "--force")
+    run = tmp_path / "run"
+    shutil.copytree(sample_run / "runs" / "sample", run)
+    p = run / "export" / "manifest.json"
+    m = json.loads(p.read_text())
+    m["counts"]["held_out_sharing_change_with_train"] = 5
+    p.write_text(json.dumps(m))
+    problems, _ = verify_run(run)
+    assert any(
+        "0 held-out items share a change with train, the manifest recorded 5" in x for x in problems
+    )

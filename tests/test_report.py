@@ -16,6 +16,7 @@ import pytest
 from pipeline.report import report as R
 
 ROOT = Path(__file__).resolve().parents[1]
+SPLITS = ("train", "validation", "test")
 CONFIG = ROOT / "data" / "sample" / "editcurate.toml"
 HEADINGS = [
     "## 1. Header and funnel",
@@ -25,7 +26,8 @@ HEADINGS = [
     "## 5. Shapes",
     "## 6. Sampling options",
     "## 7. Splits",
-    "## 8. Smoke train",
+    "## 8. Kept sample",
+    "## 9. Smoke train",
 ]
 
 
@@ -66,6 +68,7 @@ def test_every_section_is_present_in_md_html_and_json(run):
         "shapes",
         "sampling",
         "splits",
+        "kept",
         "smoke",
     ):
         assert f'id="{sid}"' in html
@@ -315,3 +318,60 @@ def test_the_funnel_ends_at_export_with_every_item_in_a_split(run):
     assert last["stage"] == "export" and last["in"] == m["items_in"]
     assert last["out"] == m["train"] + m["validation"] + m["test"] and last["removed"] == 0
     assert "export" in {s["stage"] for s in _json(run)["header"]["stages"]}
+
+
+def test_flag_counts_match_filter_kept(run):
+    """Every flag of filter/kept.parquet with the rows it marks, the exported items that carry
+    it, and up to two examples (lowest ids) that carry it."""
+    g = _json(run)["filter"]["flags"]
+    kept = pl.read_parquet(run / "filter" / "kept.parquet")
+    want: dict[str, int] = {}
+    for flags in kept["flags"].to_list():
+        for f in set(flags or []):
+            want[f] = want.get(f, 0) + 1
+    assert want  # the sample keeps flagged items
+    assert {x["flag"]: x["items"] for x in g["flags"]} == want
+    assert g["kept"] == kept.height
+    assert g["flagged"] == kept.filter(pl.col("flags").list.len() > 0).height
+    manifest = json.loads((run / "filter" / "manifest.json").read_text())
+    assert g["flagged"] == manifest["counts"]["flagged"]
+    exported = pl.concat(
+        [pl.read_parquet(run / "export" / f"{s}.parquet", columns=["id", "flags"]) for s in SPLITS]
+    )
+    for x in g["flags"]:
+        assert x["exported"] == exported.filter(pl.col("flags").list.contains(x["flag"])).height
+        ids = sorted(set(kept.filter(pl.col("flags").list.contains(x["flag"]))["id"]))
+        assert [e["id"] for e in x["examples"]] == ids[:2]
+        assert all(x["flag"] in e["flags"] and e["diff"] for e in x["examples"])
+    md = (run / "report" / "report.md").read_text()
+    sec = md[md.index("### Flagged items (kept)") : md.index(HEADINGS[2])]
+    for f, n in want.items():
+        assert f"#### Flag `{f}`: {n} kept" in sec
+
+
+def test_kept_sample_is_seeded_drawn_from_the_export_and_stable(run, tmp_path):
+    """20 exported items, each with its split, the same on every build; another seed gives
+    another sample; the order of the ids does not matter."""
+    from pipeline.report.kept import kept_sample, pick
+
+    k = _json(run)["kept"]
+    split_of = {}
+    for s in SPLITS:
+        for i in pl.read_parquet(run / "export" / f"{s}.parquet", columns=["id"])["id"]:
+            split_of[i] = s
+    manifest = json.loads((run / "export" / "manifest.json").read_text())
+    assert k["present"] and k["seed"] == manifest["seed"] == 0
+    assert k["exported"] == len(split_of) > 20 and len(k["items"]) == 20
+    assert all(split_of[m["id"]] == m["split"] for m in k["items"])  # exported, right split
+    assert len({m["id"] for m in k["items"]}) == 20
+    assert all(m["diff"] and m["path"] is not None for m in k["items"])
+    ids = sorted(split_of)
+    assert [m["id"] for m in k["items"]] == pick(ids, 0, 20) == pick(ids[::-1], 0, 20)
+    assert pick(ids, 1, 20) != pick(ids, 0, 20)
+    again = kept_sample(run)
+    assert [m["id"] for m in again["items"]] == [m["id"] for m in k["items"]]
+    # not the first groups of the split deal (which all go to train): every split can show
+    assert {m["split"] for m in kept_sample(run, n=len(ids))["items"]} == set(SPLITS)
+    md = (run / "report" / "report.md").read_text()
+    sec = md[md.index(HEADINGS[7]) : md.index(HEADINGS[8])]
+    assert sec.count("\n#### ") == 20 and all(f"`{m['id']}`" in sec for m in k["items"])

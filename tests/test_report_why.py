@@ -355,3 +355,75 @@ def test_table_of_contents_links_every_section(run):
             assert f"](#{sid})" in md and f'<a id="{sid}"></a>' in md
             assert f'href="#{sid}"' in html and f'id="{sid}"' in html
     assert md.index("## Contents") < md.index("## 1. Header and funnel")
+
+
+def test_each_removed_item_is_shown_beside_its_keeper(run):
+    """Borderline pairs label each item keeper, removed or kept; a removed item whose keeper
+    is not the other item of the pair carries its keeper's text (once per pair). The largest
+    clusters show the keeper first and label every other member removed."""
+    x = _fig(run)["dedup"]
+    rem = pl.read_parquet(run / "dedup" / "removed.parquet")
+    keeper_of = dict(zip(rem["id"], rem["keeper_id"], strict=True))
+    kept = set(pl.read_parquet(run / "dedup" / "kept.parquet")["id"])
+    md, html = _out(run, "report.md"), _out(run, "report.html")
+    with_keeper = 0
+    for p in x["borderline_above"] + x["borderline_below"] + x["other_change"]:
+        for me, other in ((p["a"], p["b"]), (p["b"], p["a"])):
+            if me["id"] in kept:
+                assert me["role"] in ("keeper", "kept") and "keeper" not in me
+                continue
+            assert me["role"] == "removed" and me["label"].startswith("Removed: near duplicate")
+            k = keeper_of[me["id"]]
+            if k == other["id"]:
+                assert "the other item of this pair" in me["label"] and "keeper" not in me
+                continue
+            assert me["keeper_id"] == k and k in me["label"]
+            if me.get("keeper_above"):
+                assert other["keeper"]["id"] == k
+            else:
+                with_keeper += 1
+                assert me["keeper"]["id"] == k and me["keeper"]["diff"].startswith("--- before")
+                assert f"Its keeper `{k}`: `{me['keeper']['repo']}`" in md
+    assert with_keeper >= 1  # the six-item cluster's members pair with each other
+    assert "Its keeper <code>" in html and '<div class="pair">' in html
+    top = x["largest"][0]["members"]
+    assert top[0]["label"] == "Keeper (kept)"
+    assert [m["label"].split(":")[0] for m in top[1:]] == [f"Removed {k}" for k in range(1, 6)]
+    assert "**Removed 1: near duplicate of the keeper, J " in md
+
+
+def test_kept_sample_escapes_item_text(tmp_path_factory):
+    """A kept item whose comment holds <script> and ESC (a rules file that keeps everything,
+    so control_chars does not drop it) is written escaped in the kept sample: no raw ESC,
+    no live tag in HTML or Markdown."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    root = tmp_path_factory.mktemp("kept")
+    evil = '<script>alert("x")</script> \x1b[31mred\x1b[0m and a | pipe'
+    rows = [
+        {"repo": "o/r", "change": str(k), "path": f"src/m{k}.py", "before": f"a = {k}\n"}
+        | {"after": f"a = {k + 1}\n", "comment": evil if k == 0 else f"bump a in module {k}"}
+        for k in range(6)
+    ]
+    (root / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "keep.yaml").write_text("name: keep-all\nrules: []\n")
+    (root / "c.toml").write_text(
+        '[run]\nname = "k"\nroot = "runs"\n[filter]\nrules = "keep.yaml"\n'
+        '[[ingest.sources]]\nname = "t"\nkind = "table"\npath = "items.jsonl"\n'
+    )
+    res = CliRunner().invoke(app, ["run", "--config", str(root / "c.toml")])
+    assert res.exit_code == 0, res.output
+    run = root / "runs" / "k"
+    fig = _fig(run)["kept"]
+    assert len(fig["items"]) == 6  # all of them: fewer than the sample size
+    (mine,) = [m for m in fig["items"] if m["path"] == "src/m0.py"]
+    assert mine["comment"] == " ".join(evil.split())  # the data as it is, in report.json
+    md, html = _out(run, "report.md"), _out(run, "report.html")
+    for text in (md, html):
+        assert "\x1b" not in text and "<script>" not in text
+    sec = md[md.index("## 8. Kept sample") : md.index("## 9. Smoke train")]
+    assert r'\<script\>alert("x")\</script\> \x1b\[31mred\x1b\[0m and a \| pipe' in sec
+    h = html[html.index('id="kept"') : html.index('id="smoke"')]
+    assert r"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; \x1b[31mred\x1b[0m" in h

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.why import explain, resolve
+from pipeline.why.lookup import one_line
 from tests.conftest import make_item_table, toml_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,3 +221,71 @@ def test_a_pair_kept_apart_by_its_change_says_so(run):
     line = next(x for x in out.splitlines() if apart["b"][0] in x)
     cj = f"change J {apart['change_j'][0]:.4f}"
     assert "exact J 0.8148" in line and cj in line and "(another change)" in line
+
+
+@pytest.fixture(scope="module")
+def near(tmp_path_factory) -> Path:
+    """Two hunks making one change to a 30-line file whose texts differ in one other line:
+    a near duplicate (one kept, one removed), plus an unrelated item."""
+    tmp = tmp_path_factory.mktemp("near")
+    base = [f"    value_{k} = compute(alpha_{k}, beta_{k}, gamma={k})" for k in range(30)]
+    other = list(base)
+    other[0] = "    elsewhere = unrelated_call(0, 28)"
+    rows = []
+    for k, b in enumerate((base, other)):
+        after = [*b[:-1], b[-1] + "  # fixed"]
+        rows.append(
+            {
+                "repo": "o/r",
+                "change": str(k + 1),
+                "path": f"src/m{k}.py",
+                "before": "\n".join(b) + "\n",
+                "after": "\n".join(after) + "\n",
+                "comment": f"fix the last value, copy {k}",
+            }
+        )
+    rows.append({"repo": "o/r", "change": "9", "path": "b.py", "before": "x\n", "after": "y\n"})
+    (tmp / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = toml_config(tmp, '[[ingest.sources]]\nname = "t"\nkind = "table"\npath = "items.jsonl"\n')
+    _run_stages(cfg, tmp / "runs")
+    return tmp / "runs" / "t"
+
+
+def test_a_dedup_removed_item_shows_its_keepers_text_beside_its_own(near):
+    rem = pl.read_parquet(near / "dedup" / "removed.parquet")
+    assert rem.height == 1 and rem["kind"][0] == "near"
+    row = rem.row(0, named=True)
+    keeper = _one(near, "dedup", "kept", pl.col("id") == row["keeper_id"])
+    out = _invoke("why", near, row["id"]).stdout
+    lines = out.splitlines()
+    at = lines.index(_stage_line(out, "dedup"))
+    assert lines[at + 1] == f"            keeper  {row['keeper_id']}  o/r  {keeper['path']}"
+    pairs = {  # each text: the item's line, then the keeper's right under it
+        "comment": (row["comment"], keeper["comment"]),
+        "before": (row["before"], keeper["before"]),
+        "after": (row["after"], keeper["after"]),
+    }
+    k = at + 2
+    for c, (mine, theirs) in pairs.items():
+        assert lines[k].startswith(f"            {c:<7} item   │ {one_line(mine)}")
+        assert lines[k + 1].startswith(f"                    keeper │ {one_line(theirs)}")
+        k += 2
+    assert one_line(row["before"]) != one_line(keeper["before"])  # they differ: shown apart
+    d = json.loads(_invoke("why", "--json", near, row["id"]).stdout)[0]
+    k_json = d["rows"][0]["stages"]["dedup"]["keeper"]
+    assert k_json["id"] == row["keeper_id"] and k_json["path"] == keeper["path"]
+    assert (k_json["before"], k_json["after"]) == (
+        one_line(keeper["before"]),
+        one_line(keeper["after"]),
+    )
+    assert d["item"]["before"] == one_line(row["before"])
+    # the keeper itself shows no keeper lines
+    assert "item   │" not in _invoke("why", near, row["keeper_id"]).stdout
+
+
+def test_an_exact_duplicate_of_its_own_id_shows_no_keeper_text(mini):
+    dup = pl.read_parquet(mini / "dedup" / "removed.parquet").row(0, named=True)
+    assert dup["keeper_id"] == dup["id"]
+    res = explain(mini, [dup["id"]])[0]
+    assert all("keeper" not in r["stages"]["dedup"] for r in res["rows"])
+    assert "item   │" not in _invoke("why", mini, dup["id"]).stdout

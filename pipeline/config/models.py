@@ -266,7 +266,9 @@ def iso_cutoff(after: str) -> datetime:
 class ExportConfig(Section):
     """The export stage (pipeline/export/)."""
 
-    split_by: SplitBy = "ratio"  # ratio (seeded, whole groups) | repo (whole repos) | time
+    # change (whole changes: every hunk of a commit in one split) | ratio (seeded, whole groups;
+    # a change may span splits) | repo (whole repos) | time
+    split_by: SplitBy = "change"
     ratios: list[float] = Field(default_factory=lambda: [0.9, 0.05, 0.05])  # train/val/test
     seed: int = Field(default=0, ge=0, lt=1 << 32)  # seed of the group order of the splits
     scope: ExportScope = "repo"  # shape groups kept in one split

@@ -1,7 +1,9 @@
 """The export's dataset card (README.md) in the Hugging Face convention, and the HF dataset.
 
 The card opens with YAML front matter the Hub reads (configs / data_files per split, license,
-task_categories, size_categories, tags), then the splits, the curation funnel from the run's
+task_categories, size_categories, tags), then the splits (and the validation and test items
+that share a change with train, as the export counted them: a warning with that figure per
+source where the split rule let a change span splits), the curation funnel from the run's
 manifests, the sources and the provenance. Every name from the data is escaped for Markdown.
 """
 
@@ -13,7 +15,7 @@ from typing import Any
 import yaml
 
 from pipeline.config import Config
-from pipeline.export.split import SPLITS
+from pipeline.export.split import SPLITS, sharing_change
 from pipeline.report.render import md_cell_code as code_cell
 from pipeline.report.render import md_text
 from pipeline.runs import StageRun, read_manifest
@@ -87,6 +89,15 @@ def funnel(run_dir: Path) -> list[str]:
     return rows
 
 
+def changes(counts: dict[str, Any], extra: dict[str, Any]) -> list[str]:
+    """The card's lines on held-out items that share a change with train: a warning with
+    the figure where the split rule let changes span splits, else the figure."""
+    sh = sharing_change(counts, extra)
+    if sh.get("warning"):
+        return ["", f"**Warning**: {md_text(sh['warning'])}"]
+    return ["", f"Validation and test items sharing a change with train: {md_text(sh['note'])}."]
+
+
 def card(counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRun) -> str:
     n = max(counts["items_in"], 1)
     fmt = extra["format"]
@@ -108,6 +119,8 @@ def card(counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRu
         "",
         f"Split rule: {extra['split_rule']}.",
         f"Groups spanning two splits: {counts['cross_split_groups']}.",
+        *changes(counts, extra),
+        "",
         f"Format: {fmt}"
         + (" (prompt/completion from pipeline/template.py `render`)." if fmt == "sft" else "."),
         "",

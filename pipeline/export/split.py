@@ -19,6 +19,10 @@ Split rules (export.split_by):
 - time: a group with any item created at or after `export.after` goes to test, whole; the
   rest are dealt to train and validation by their ratios. Items without a date count as before.
 
+"change" is the default. Under ratio and time a change may span splits (under time, the hunks
+of a change are dealt to train and validation apart); the export counts the held-out items
+that share a change with train (verify.held_out_sharing_change) into its manifest, and the
+dataset card and the report warn with that figure (`sharing_change`).
 """
 
 from __future__ import annotations
@@ -33,10 +37,17 @@ import polars as pl
 
 from pipeline.config import ExportConfig, iso_cutoff
 from pipeline.dedup import clusters as C
-from pipeline.verify import column_keys, cross_split_groups, ids_in_several_splits
+from pipeline.verify import (
+    CHANGE_COLUMNS,
+    SHARING,
+    column_keys,
+    cross_split_groups,
+    held_out_sharing_change,
+    ids_in_several_splits,
+)
 
 SPLITS = ("train", "validation", "test")
-CHANGE_KEY = ("repo", "change")  # split_by = "change": a change is its repo and change id
+CHANGE_KEY = tuple(CHANGE_COLUMNS)  # split_by = "change": a change is its repo and change id
 EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
 
 
@@ -215,3 +226,50 @@ def split_rule(e: ExportConfig) -> str:
     return f"{e.split_by}: {by} dealt by ratio {r} (train/validation/test), seed {e.seed}; " + (
         f"whole {whole}"
     )
+
+
+# ------------------------------------------------------------------------ changes across splits
+
+WHOLE_CHANGES = ("change", "repo")  # split rules that keep every change in one split
+
+
+def sharing_by_source(items: pl.DataFrame, split_of: pl.DataFrame) -> pl.DataFrame:
+    """source, held_out, sharing_change (verify.held_out_sharing_change) of the export."""
+    splits = items.select("id", "source", *CHANGE_KEY).join(
+        split_of.select("id", "split"), on="id", how="inner"
+    )
+    return held_out_sharing_change(splits)
+
+
+def sharing_change(counts: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """What the card and the report say about held-out items sharing a change with train,
+    from the export manifest's counts and extra: {recorded, sharing, held_out, split_by,
+    whole (the rule keeps changes whole), by_source, warning (text, or None)}."""
+    split_by = str(extra.get("split_by", "?"))
+    whole = split_by in WHOLE_CHANGES
+    out: dict[str, Any] = {"split_by": split_by, "whole": whole, "recorded": SHARING in counts}
+    if not out["recorded"]:
+        out["note"] = "not recorded (the export ran before it counted them)"
+        out["warning"] = None
+        return out
+    n, held = int(counts[SHARING]), int(counts.get("validation", 0)) + int(counts.get("test", 0))
+    by = list((extra.get("sharing_change") or {}).get("by_source", []))
+    out |= {"sharing": n, "held_out": held, "by_source": by, "warning": None}
+    if n:
+        worst = sorted((r for r in by if r["sharing_change"]), key=lambda r: -r["sharing_change"])
+        per = ", ".join(f"{r['source']} {r['sharing_change']} of {r['held_out']}" for r in worst)
+        out["warning"] = (
+            f"{n} of {held} validation and test items share a change (repo and commit or pull "
+            f"request) with train items: hunks of one commit, with its comment and often its "
+            f"text, are on both sides of the split (split_by = {split_by!r} lets a change span "
+            f"splits; split_by = 'change', the default, keeps every change whole). "
+            f"By source: {per}."
+        )
+        out["note"] = ""
+    elif whole:
+        out["note"] = f"0 of {held} (split_by = {split_by!r} keeps every change in one split)"
+    else:
+        out["note"] = (
+            f"0 of {held} in this run, though split_by = {split_by!r} does not keep changes whole"
+        )
+    return out

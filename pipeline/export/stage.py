@@ -21,10 +21,13 @@ from pipeline.export.split import (
     component_col,
     leakage,
     manifest_groupings,
+    sharing_by_source,
+    sharing_change,
     split_rule,
 )
 from pipeline.parts import read_schema
 from pipeline.template import render
+from pipeline.verify import SHARING
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
@@ -96,6 +99,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             "export_group"
         ].n_unique()
     counts["cross_split_groups"] = sum(cross.values())
+    sharing = sharing_by_source(items, split_of)
+    counts[SHARING] = int(sharing["sharing_change"].sum())
     by_source = (
         per_item.group_by("source", "split").len().sort("source", "split").to_dicts()
         if items.height
@@ -108,6 +113,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         },
         "split_by": e.split_by,
         "split_rule": split_rule(e),
+        "seed": e.seed,
+        "sharing_change": {"by_source": sharing.to_dicts()},
         "ratios": list(e.ratios),
         "cross_split": cross,
         "by_source": by_source,
@@ -143,3 +150,8 @@ def print_summary(m: dict[str, Any] | None) -> None:
         + ", ".join(f"{k} {v}" for k, v in m["cross_split"].items())
         + ")"
     )
+    sh = sharing_change(c, m)
+    if sh.get("warning"):
+        console.print(Text("export: warning: " + sh["warning"], style="yellow"))
+    elif sh["recorded"]:
+        console.print(Text(f"export: held-out items sharing a change with train: {sh['note']}"))

@@ -1,6 +1,8 @@
 """The dedup section: cluster sizes, the pairs on both sides of the threshold (false merges sit
 just above it, missed duplicates just below), and the largest clusters member by member with
-each member's exact Jaccard to its keeper."""
+each member's exact Jaccard to its keeper. Every item shown is labelled keeper, removed or
+kept, and a removed item of a pair whose keeper is not the pair's other item is shown with
+that keeper's text beside it."""
 
 from __future__ import annotations
 
@@ -82,8 +84,73 @@ def largest_clusters(
     return out
 
 
+def roles(d: Path, clusters: pl.DataFrame, ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Per id: what dedup did with it. {role: keeper (kept, with duplicates removed) | kept
+    (no duplicate) | removed, keeper_id, kind, j (to the keeper)}. An id with one row kept
+    and an exact twin removed counts as kept."""
+    want = sorted(ids)
+    kept = set(
+        pl.scan_parquet(d / "kept.parquet")
+        .select("id")
+        .filter(pl.col("id").is_in(want))
+        .collect()["id"]
+        .to_list()
+    )
+    keepers = set(
+        clusters.filter(pl.col("id").is_in(want) & pl.col("is_keeper") & (pl.col("size") > 1))[
+            "id"
+        ].to_list()
+    )
+    rem = (
+        pl.scan_parquet(d / "removed.parquet")
+        .filter(pl.col("id").is_in(want))
+        .select("id", "keeper_id", "kind", "j")
+        .collect()
+        .sort("id", "keeper_id", "kind")
+        .unique("id", keep="first", maintain_order=True)
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for r in rem.iter_rows(named=True):
+        j = None if r["j"] is None else round(float(r["j"]), 4)
+        out[r["id"]] = {"role": "removed", "keeper_id": r["keeper_id"], "kind": r["kind"], "j": j}
+    for i in kept:
+        out[i] = {"role": "keeper" if i in keepers else "kept", "keeper_id": i, "kind": None}
+    return out
+
+
+def role_label(role: dict[str, Any] | None, other: str | None = None) -> str:
+    """The label an item of a pair is shown under: keeper, removed (and whose duplicate), kept."""
+    if not role:
+        return "Not in dedup's outputs"
+    if role["role"] == "keeper":
+        return "Keeper (kept; its duplicates were removed)"
+    if role["role"] == "kept":
+        return "Kept (no duplicate at the threshold)"
+    j = "" if role.get("j") is None else f", J {role['j']} to it"
+    if role["keeper_id"] == other:
+        return f"Removed: {role['kind']} duplicate of the other item of this pair{j}"
+    return f"Removed: {role['kind']} duplicate of keeper {role['keeper_id']}{j} (shown below)"
+
+
+def _side(
+    i: str, other: str, byid: dict[str, dict], role_of: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """One item of a pair: the item, its role and label, and, for a removed item whose keeper
+    is not the other item of the pair, its keeper (shown beside it)."""
+    role = role_of.get(i)
+    side = {**member(byid[i]), "role": (role or {}).get("role"), "label": role_label(role, other)}
+    k = (role or {}).get("keeper_id")
+    if side["role"] == "removed" and k not in (i, other):
+        side["keeper"] = member(byid[k]) if k in byid else None
+        side["keeper_id"] = k
+    return side
+
+
 def _pairs(
-    df: pl.DataFrame, byid: dict[str, dict], cluster_of: dict[str, int]
+    df: pl.DataFrame,
+    byid: dict[str, dict],
+    cluster_of: dict[str, int],
+    role_of: dict[str, dict[str, Any]],
 ) -> list[dict[str, Any]]:
     out = []
     for x in df.iter_rows(named=True):
@@ -96,10 +163,13 @@ def _pairs(
                 "change_j": round(x["change_j"], 4),
                 "est_j": round(x["est_j"], 4),
                 "same_cluster": ca is not None and ca == cb,
-                "a": member(byid[x["a"]]),
-                "b": member(byid[x["b"]]),
+                "a": _side(x["a"], x["b"], byid, role_of),
+                "b": _side(x["b"], x["a"], byid, role_of),
             }
         )
+        a, b = out[-1]["a"], out[-1]["b"]
+        if a.get("keeper") and b.get("keeper_id") == a.get("keeper_id"):
+            b["keeper"], b["keeper_above"] = None, True  # one keeper: shown once, after a
     return out
 
 
@@ -119,6 +189,11 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     wanted = set(below["a"]) | set(below["b"]) | set(above["a"]) | set(above["b"])
     wanted |= set(other["a"]) | set(other["b"])
     wanted |= {m["id"] for c in largest for m in c["members"]}
+    role_of = roles(d, clusters, wanted)
+    # a removed item of a pair is shown beside its keeper, wherever that keeper is
+    wanted |= {
+        r["keeper_id"] for r in role_of.values() if r["role"] == "removed" and r["keeper_id"]
+    }
     pool = pl.concat(
         [
             pl.scan_parquet(d / f).select(ITEM_COLS).filter(pl.col("id").is_in(list(wanted)))
@@ -177,6 +252,13 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
         )
     for c in largest:
         c["members"] = [{**m, **member(byid[m["id"]])} for m in c["members"] if m["id"] in byid]
+        k = 0
+        for m in c["members"]:
+            if m["is_keeper"]:
+                m["label"] = "Keeper (kept)"
+            else:
+                k += 1
+                m["label"] = f"Removed {k}: {m['kind']} duplicate of the keeper, J {m['j']}"
     r["largest"] = largest
     r["largest_shown"] = {"clusters": LARGEST, "members": MEMBERS}
     ob = read(d / "oversized_buckets.parquet")
@@ -190,7 +272,7 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
             .iter_rows(named=True)
         ]
     )
-    r["borderline_below"] = _pairs(below, byid, cluster_of)
-    r["borderline_above"] = _pairs(above, byid, cluster_of)
-    r["other_change"] = _pairs(other, byid, cluster_of)
+    r["borderline_below"] = _pairs(below, byid, cluster_of, role_of)
+    r["borderline_above"] = _pairs(above, byid, cluster_of, role_of)
+    r["other_change"] = _pairs(other, byid, cluster_of, role_of)
     return r

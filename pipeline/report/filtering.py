@@ -1,4 +1,5 @@
-"""Filter drop rules: how many items each rule dropped, and a few of them to judge it by.
+"""Filter drop rules: how many items each rule dropped, and a few of them to judge it by; and
+the flags: how many kept items each flag rule marked (they stay in the corpus, flagged).
 
 Examples are the lowest ids of each rule (ids are content hashes, so this is a stable, spread
 sample that does not depend on the order of the input or of the Parquet parts).
@@ -11,9 +12,11 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.report.common import member, pct
+from pipeline.report.common import ITEM_COLS, member, pct
 
 EXAMPLES = 5  # examples shown per rule
+FLAG_EXAMPLES = 2  # examples shown per flag
+SPLITS = ("train", "validation", "test")
 
 
 def rule_examples(rejected: pl.DataFrame, per_rule: int = EXAMPLES) -> list[dict[str, Any]]:
@@ -70,4 +73,84 @@ def filter_rules(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         "flagged": flagged,
         "examples_per_rule": EXAMPLES,
         "rules": rule_examples(rej) if rej.height else [],
+        "flags": flag_counts(run_dir),
+    }
+
+
+def _exported_ids(run_dir: Path) -> pl.DataFrame | None:
+    """id of every exported item (None when the export has not run)."""
+    files = [run_dir / "export" / f"{s}.parquet" for s in SPLITS]
+    if not (run_dir / "export" / "manifest.json").exists() or not all(f.exists() for f in files):
+        return None
+    return pl.concat([pl.read_parquet(f, columns=["id"]) for f in files]).unique()
+
+
+def flag_counts(run_dir: Path, per_flag: int = FLAG_EXAMPLES) -> dict[str, Any]:
+    """{kept, flagged, exported_known, flags: [{flag, items, share, exported, examples}]}: per
+    flag, the rows of filter/kept.parquet it marks (an item may carry several flags), how many
+    exported items carry it, and the lowest ids as examples. Only the id and flags columns
+    are read whole; the examples' text is read for those ids alone."""
+    p = run_dir / "filter" / "kept.parquet"
+    none = {"kept": 0, "flagged": 0, "exported_known": False, "examples_per_flag": 0, "flags": []}
+    if not p.exists():
+        return none
+    lf = pl.scan_parquet(p)
+    if "flags" not in lf.collect_schema().names():
+        return none
+    fl = lf.select("id", "flags").collect().with_row_index("row")
+    kept = fl.height
+    marked = fl.filter(pl.col("flags").list.len() > 0)
+    per = (
+        marked.explode("flags")
+        .rename({"flags": "flag"})
+        .drop_nulls("flag")
+        .unique(["row", "flag"])  # a flag twice in one row's list counts once
+    )
+    counted = per.group_by("flag").agg(
+        pl.len().alias("items"), pl.col("id").unique().sort().head(per_flag).alias("ids")
+    )
+    exported = _exported_ids(run_dir)
+    if exported is not None:  # exported items (one per id) that carry the flag
+        out = (
+            per.unique(["id", "flag"])
+            .join(exported, on="id", how="semi")
+            .group_by("flag")
+            .len("exported")
+        )
+        counted = counted.join(out, on="flag", how="left").with_columns(
+            pl.col("exported").fill_null(0)
+        )
+    counted = counted.sort(["items", "flag"], descending=[True, False])
+    wanted = sorted({i for ids in counted["ids"].to_list() for i in ids})
+    have = set(lf.collect_schema().names())
+    byid = {
+        r["id"]: r
+        for r in lf.filter(pl.col("id").is_in(wanted))
+        .select([c for c in (*ITEM_COLS, "flags") if c in have])
+        .collect()
+        .unique("id")
+        .iter_rows(named=True)
+    }
+    rows = []
+    for r in counted.iter_rows(named=True):
+        ex = []
+        for i in r["ids"]:
+            if i in byid:
+                x = byid[i]
+                ex.append({**member(x), "flags": list(x.get("flags") or [])})
+        rows.append(
+            {
+                "flag": r["flag"],
+                "items": int(r["items"]),
+                "share": pct(int(r["items"]), kept),
+                "exported": None if exported is None else int(r["exported"]),
+                "examples": ex,
+            }
+        )
+    return {
+        "kept": kept,
+        "flagged": marked.height,
+        "exported_known": exported is not None,
+        "examples_per_flag": per_flag,
+        "flags": rows,
     }

@@ -4,7 +4,8 @@ Everything is recomputed from the run's Parquet outputs and manifests, so the re
 rebuilt at any time and cannot drift from the data. report.json holds the figures; the md and
 html are two renderings of the same figures (render.py). The figures of each section come from
 their own module: overview (header, funnel, distributions), filtering (drop rules), dedup,
-sampling (shapes and the sampling policies). Every path in the report is run-relative.
+sampling (shapes and the sampling policies), kept (a seeded sample of the exported items).
+Every path in the report is run-relative.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.export.split import sharing_change
 from pipeline.report.common import ReportFailed, relativize
 from pipeline.report.dedup import dedup
 from pipeline.report.filtering import filter_rules
+from pipeline.report.kept import KEPT_SAMPLE, kept_sample
 from pipeline.report.overview import distributions, funnel, header, with_measures
 from pipeline.report.render import env, render_html, render_md
 from pipeline.report.sampling import _collisions, read_shapes, sampling, shapes, stage_order
@@ -38,7 +41,7 @@ __all__ = [
 # (anchor, title, sub-sections (anchor, title)): the table of contents and the section order.
 TOC: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("header", "Header and funnel", (("funnel", "Funnel"),)),
-    ("filter", "Filter drop rules", ()),
+    ("filter", "Filter drop rules", (("flags", "Flagged items (kept)"),)),
     ("distributions", "Distributions", ()),
     (
         "dedup",
@@ -52,6 +55,7 @@ TOC: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ("shapes", "Shapes", ()),
     ("sampling", "Sampling options", ()),
     ("splits", "Splits", ()),
+    ("kept", "Kept sample", ()),
     ("smoke", "Smoke train", ()),
 )
 SECTIONS = (
@@ -63,6 +67,7 @@ SECTIONS = (
     "shapes",
     "sampling",
     "splits",
+    "kept",
     "smoke",
 )
 
@@ -92,6 +97,8 @@ def splits(run_dir: Path) -> dict[str, Any]:
         "rows": rows,
         "cross_split": m.get("cross_split", {}),
         "cross_split_groups": c["cross_split_groups"],
+        # read from the export manifest, never re-counted here (verify re-counts it)
+        "sharing_change": sharing_change(c, m),
     }
 
 
@@ -116,11 +123,13 @@ def build(
     batch: int = 16,
     seed: int = 0,
     window: int | None = None,
+    kept: int = KEPT_SAMPLE,
 ) -> dict[str, Any]:
     """All figures of the report (what report.json holds); plots go to run_dir/report/plots.
 
     window: the config's shapes.window, used for the spread row only when the shapes manifest
-    does not record the window the stage ran with."""
+    does not record the window the stage ran with. kept: items in the kept sample (drawn with
+    the export's seed, not `seed`, which orders the sampling options' batches)."""
     manifests = {
         s: m
         for s in ("ingest", "filter", "dedup", "decontaminate", "shapes", "export")
@@ -151,6 +160,7 @@ def build(
         "dedup": dedup(run_dir, manifests["dedup"], out),
         "shapes": shapes(shp, items),
         "sampling": sampling(shp, items, scope, batch, seed, stage),
+        "kept": kept_sample(run_dir, kept),
     }
     fig = {
         "sections": list(SECTIONS),

@@ -106,6 +106,8 @@ def explain(run_dir: Path, queries: list[str]) -> list[dict[str, Any]]:
     groups = shape_groups(run_dir, got["shapes/shapes"], manifests["shapes"])
     export_sizes = export_group_sizes(run_dir, got) if states["export"] == "done" else {}
 
+    keepers = keeper_views(run_dir, got["dedup/removed"])
+
     by_id: dict[str, list[dict[str, Any]]] = {}
     if items is not None:
         for row in items.sort(["source", "source_ref"]).iter_rows(named=True):
@@ -124,6 +126,8 @@ def explain(run_dir: Path, queries: list[str]) -> list[dict[str, Any]]:
             _trail(key, x, states, lookup, export_sizes)
             for key, x in zip(keys, rows or [{}] * len(keys), strict=True)
         ]
+        for row in r["rows"]:
+            _with_keeper(r["id"], row["stages"].get("dedup", {}), keepers)
         r["dedup"] = {"stage": states["dedup"], **cluster.get(r["id"], {})}
         if r["id"] in near:
             r["dedup"]["near_pairs"] = near[r["id"]]
@@ -134,6 +138,33 @@ def explain(run_dir: Path, queries: list[str]) -> list[dict[str, Any]]:
             "groups": groups.get(r["id"], []),
         }
     return [_plain(r) for r in results]
+
+
+def keeper_views(run_dir: Path, removed: pl.DataFrame | None) -> dict[str, dict[str, Any]]:
+    """The keepers of the dedup-removed rows asked about (other ids than their own): each
+    keeper's item as shown (repo, path, one-line comment, before and after)."""
+    if removed is None or removed.height == 0 or "keeper_id" not in removed.columns:
+        return {}
+    ids = removed.filter(pl.col("keeper_id").is_not_null() & (pl.col("keeper_id") != pl.col("id")))
+    wanted = sorted(set(ids["keeper_id"].to_list()))
+    view = item_view(run_dir, wanted) if wanted else None
+    out: dict[str, dict[str, Any]] = {}
+    if view is not None:
+        for row in view.sort(["source", "source_ref"]).iter_rows(named=True):
+            out.setdefault(row["id"], {"id": row["id"], **item_fields(row)})
+    return out
+
+
+def _with_keeper(item_id: str, d: dict[str, Any], keepers: dict[str, dict[str, Any]]) -> None:
+    """A removed row's dedup decision gets its keeper's text (`keeper`), to read beside the
+    item's own; a keeper that is no item of this run (an earlier run's) is said so."""
+    k = d.get("keeper_id")
+    if d.get("status") != "removed" or k is None or k == item_id:
+        return
+    if k in keepers:
+        d["keeper"] = keepers[k]
+    else:
+        d["keeper_note"] = "the keeper is no item of this run (an earlier run's item)"
 
 
 def _trail(

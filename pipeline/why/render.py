@@ -105,6 +105,8 @@ def _render_one(r: dict[str, Any]) -> list[Text]:
         for st in STAGES:
             if st in group[0]["stages"]:  # decontaminate: only where the run has it
                 lines.append(_line(f"    {st:<7} ", *_stage_text(st, group[0]["stages"][st])))
+                if st == "dedup":
+                    lines += _keeper_lines(it, group[0]["stages"][st])
     reached = {
         st for row in rows for st, d in row["stages"].items() if d["status"] != "not reached"
     }
@@ -159,6 +161,30 @@ def _stage_text(st: str, d: dict[str, Any]) -> list[Part]:
         n = "" if size is None else f", {size} item" + ("s" if size != 1 else "")
         parts.append(f": export group {d.get('export_group')}{n}")
     return parts
+
+
+KEEPER_INDENT = " " * 12  # under the stage's text
+
+
+def _keeper_lines(it: dict[str, Any], d: dict[str, Any]) -> list[Text]:
+    """A dedup-removed row: its keeper's comment, before and after, each beside the item's."""
+    if d.get("keeper_note"):
+        return [_line(KEEPER_INDENT, (d["keeper_note"], "dim"))]
+    k = d.get("keeper")
+    if not k:
+        return []
+    where = f"{k.get('repo') or ''}  {k.get('path') or ''}".strip()
+    lines = [_line(KEEPER_INDENT, ("keeper  ", "bold"), (str(k.get("id")), "cyan"), f"  {where}")]
+    for c in ("comment", "before", "after"):
+        for who, src, style in (("item  ", it, ""), ("keeper", k, "cyan")):
+            label = f"{c:<7} " if who == "item  " else " " * 8
+            t = _line(KEEPER_INDENT, label, (who, style), (" │ ", "dim"))
+            _add(t, src.get(c) or "(empty)", "" if src.get(c) else "dim")
+            n = src.get(f"{c}_lines") or 1
+            if n > 1:
+                _add(t, f"  ({n} lines)", "dim")
+            lines.append(t)
+    return lines
 
 
 def _render_dedup(d: dict[str, Any]) -> list[Text]:

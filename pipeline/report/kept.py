@@ -1,0 +1,82 @@
+"""The kept sample: a seeded random sample of the exported items, so a reviewer judges what
+the corpus keeps, not only what the stages dropped.
+
+The sample is the `n` exported items (all three splits) with the smallest
+sha256(f"kept sample\\0{seed}\\0{id}"), the seed being the export's: the same run gives the
+same sample whatever the order of its Parquet parts, and the salt keeps it apart from the
+split deal's own seeded order (which lays its first groups in train).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.report.common import ITEM_COLS, member
+from pipeline.runs import read_manifest
+
+KEPT_SAMPLE = 20  # items shown
+SPLITS = ("train", "validation", "test")
+SALT = "kept sample"
+
+
+def sample_key(seed: int, item_id: str) -> bytes:
+    """The item's place in the seeded sample order (smallest first)."""
+    return hashlib.sha256(f"{SALT}\0{seed}\0{item_id}".encode()).digest()
+
+
+def pick(ids: list[str], seed: int, n: int) -> list[str]:
+    """The `n` distinct ids first in the seeded order (ties cannot happen: sha256)."""
+    return heapq.nsmallest(n, set(ids), key=lambda i: sample_key(seed, i))
+
+
+def kept_sample(run_dir: Path, n: int = KEPT_SAMPLE) -> dict[str, Any]:
+    """{present, seed, seed_note, size, exported, per_split, items: [member + split, source,
+    change, language, flags]} of the export's items, in the seeded order."""
+    m = read_manifest(run_dir / "export")
+    if not m:
+        return {"present": False, "note": "export stage not run"}
+    seed = m.get("seed")
+    seed_note = "the export's seed" if seed is not None else "the export did not record its seed"
+    seed = int(seed or 0)
+    files = {s: run_dir / "export" / f"{s}.parquet" for s in SPLITS}
+    ids: list[str] = []
+    for f in files.values():
+        if f.exists():
+            ids += pl.read_parquet(f, columns=["id"])["id"].to_list()
+    chosen = pick(ids, seed, n)
+    rank = {i: k for k, i in enumerate(chosen)}
+    rows: list[dict[str, Any]] = []
+    for s, f in files.items():
+        if not f.exists() or not chosen:
+            continue
+        lf = pl.scan_parquet(f)
+        have = set(lf.collect_schema().names())
+        cols = [c for c in [*ITEM_COLS, "source", "change", "language", "flags"] if c in have]
+        got = lf.filter(pl.col("id").is_in(chosen)).select(cols).collect().unique("id")
+        for r in got.iter_rows(named=True):
+            rows.append(
+                {
+                    **member(r),
+                    "split": s,
+                    "source": r.get("source") or "",
+                    "change": r.get("change") or "",
+                    "language": r.get("language") or "",
+                    "flags": list(r.get("flags") or []),
+                }
+            )
+    rows.sort(key=lambda r: rank[r["id"]])
+    per_split = {s: sum(r["split"] == s for r in rows) for s in SPLITS}
+    return {
+        "present": True,
+        "seed": seed,
+        "seed_note": seed_note,
+        "size": n,
+        "exported": len(set(ids)),
+        "per_split": per_split,
+        "items": rows,
+    }
