@@ -100,7 +100,7 @@ PIPELINE: tuple[Stage, ...] = (
         key=_ref("ingest.stage", "key"),
         summary=_ref("ingest.stage", "print_summary"),
         check=_ref("ingest.stage", "check"),
-        code=("ingest", "schema.py", "secrets.py"),
+        code=("ingest", "schema.py", "secrets.py", "secret_rules.py"),
         conservation="records",
     ),
     Stage(
@@ -116,7 +116,7 @@ PIPELINE: tuple[Stage, ...] = (
         finalize=_ref("filter.stage", "finalize"),
         key=_ref("filter.stage", "key"),
         summary=_ref("filter.stage", "print_summary"),
-        code=("filter",),
+        code=("filter", "schema.py", "secrets.py", "secret_rules.py"),  # weak secrets: flags
         batch_size=lambda cfg: cfg.filter.batch_size,
     ),
     Stage(
@@ -147,7 +147,7 @@ PIPELINE: tuple[Stage, ...] = (
         step=_ref("decontaminate", "step"),
         key=_ref("decontaminate", "key"),
         summary=_ref("decontaminate", "print_summary"),
-        code=("decontaminate.py", "dedup", "ingest", "schema.py", "secrets.py"),
+        code=("decontaminate.py", "dedup", "ingest", "schema.py", "secrets.py", "secret_rules.py"),
     ),
     Stage(
         name="shapes",

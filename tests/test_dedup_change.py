@@ -180,11 +180,11 @@ def test_a_reindent_and_its_reverse_run_opposite_ways():
 def test_an_edit_and_its_reverse_are_not_twins():
     """Java: a refactor and the commit that reverts it."""
     ctx = "\n".join(
-        f"    builder.addStatement(\"$T.{k}($N)\", ClassName.get(Util.class), param);"
+        f'    builder.addStatement("$T.{k}($N)", ClassName.get(Util.class), param);'
         for k in ("checkNotNull", "checkArgument", "checkState", "emitLine")
     )
-    old = ctx + '\n    return builder.addModifiers(Modifier.PUBLIC, Modifier.FINAL).build();'
-    new = ctx + '\n    return builder.addModifiers(Modifier.PUBLIC, Modifier.STATIC).build();'
+    old = ctx + "\n    return builder.addModifiers(Modifier.PUBLIC, Modifier.FINAL).build();"
+    new = ctx + "\n    return builder.addModifiers(Modifier.PUBLIC, Modifier.STATIC).build();"
     rows = [_row(old, new, path="TypeSpec.java", change="1"), _row(new, old, "TypeSpec.java")]
     rows[1]["change"] = "2"
     assert jaccard(*rows) >= 0.8
