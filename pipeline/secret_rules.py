@@ -1,10 +1,23 @@
-"""The secret rules `pipeline.secrets` masks with, and what each one counts as a secret.
+"""The secret rules `pipeline.secrets` masks with or flags by, and what each one counts as a
+secret.
 
 - detect-secrets' RegexBasedDetector `denylist` patterns, read as data from the installed
   package (see `pipeline.secrets`); a token they match is masked to its end (`whole_token`):
   detect-secrets 1.5 matches Stripe keys for 24 characters and would leave the rest shown.
 - TOKEN_FORMATS: token formats detect-secrets 1.5 lacks, as data (name -> regex).
-- ours: private-key blocks, JWTs, credential assignments, high-entropy assigned literals.
+- ours: private-key blocks, JWTs, AWS secret keys, credential assignments, high-entropy
+  assigned literals.
+
+Each rule has a tier (`Rule.tier`):
+- HIGH: a credential wherever it is (a private-key block, a provider token with its own format
+  or prefix, an AWS secret key by name and shape): masked at ingest, the item dropped.
+- SAMPLE: a credential outside test fixtures and documentation (SAMPLE_PATH): a JWT, a literal
+  password in a URL. There they are examples (jwt.io's token, `https://user:pass@host`):
+  neither masked nor flagged; elsewhere as HIGH.
+- WEAK: a guess with no format (a credential word assigned a literal, a high-entropy literal,
+  detect-secrets' keyword detectors): never masked; the filter's `weak_secret` rule flags the
+  item with the reason. Not in test fixtures or docs, not in comments or docstrings, not for
+  identifiers, placeholders, sample values, versions, alphabets or encrypted CI values.
 
 Each rule carries a prefilter: a superset of its pattern in the syntax Python and Rust share;
 `rust_superset` turns it into the Rust regex polars runs, where Python's `\\s`, `\\w` and `\\b`
@@ -21,13 +34,23 @@ from dataclasses import dataclass
 import polars as pl
 
 SKIP_DETECTORS = {"IPPublicDetector", "PrivateKeyDetector", "JwtTokenDetector"}
+HIGH, SAMPLE, WEAK = "high", "sample", "weak"
+# detect-secrets detectors that are a keyword and a value shape, not a format: WEAK (their
+# patterns with a URL in them are a password in a URL: SAMPLE).
+KEYWORD_DETECTORS = {"CloudantDetector", "IbmCloudIamDetector", "IbmCosHmacDetector"}
+KEYWORD_DETECTORS |= {"SoftlayerDetector"}
+SAMPLE_DETECTORS = {"BasicAuthDetector"}  # a literal password in a URL
 
 # Token formats detect-secrets 1.5 does not know: fine-grained GitHub tokens, Google API keys,
-# Hugging Face tokens. Data, like the detect-secrets patterns: add a format here.
+# Hugging Face tokens, npm tokens outside an .npmrc, PyPI tokens by their prefix alone (the
+# base64 of the macaroon's location, pypi.org or test.pypi.org: detect-secrets wants 70 more
+# characters). Data, like the detect-secrets patterns: add a format here.
 TOKEN_FORMATS = {
     "github_token": r"\bgithub_pat_[A-Za-z0-9_]{22,}",
     "google_api_key": r"\bAIza[0-9A-Za-z_-]{35}",
     "huggingface_token": r"\bhf_[A-Za-z0-9]{30,}",
+    "npm_token": r"\bnpm_[A-Za-z0-9]{36}",
+    "pypi_token": r"\bpypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{16,}",
 }
 
 
@@ -39,6 +62,69 @@ class Rule:
     group: int | str = 0  # the part of the match that is the secret
     check: Callable[[re.Match[str]], bool] | None = None  # False: not a secret after all
     whole_token: bool = False  # the span runs on over token characters after the match
+    tier: str = HIGH  # HIGH, SAMPLE or WEAK (the module's docstring)
+
+
+# ------------------------------------------------------------------------ where a value sits
+
+# Test fixtures and documentation, by path: a value there is an example. Valid in Python `re`
+# and Rust `regex` (the filter runs it vectorised). Folders anywhere in the path; test files
+# by their language's convention (`*_test.go`, `*.test.ts`, `FooTest.java`, `test_x.py`).
+SAMPLE_PATH = (
+    r"(?i:(?:^|/)(?:tests?|__tests__|spec|specs|fixtures?|testdata|test_data|testing|__mocks__"
+    r"|mocks?|e2e|docs?|documentation|examples?)/"
+    r"|(?:^|/)(?:test_[^/]*\.py|conftest\.py|[^/]*_tests?\.(?:py|go|rs|rb|exs?)|[^/]*_spec\.rb"
+    r"|[^/]*[.-](?:test|spec)\.[cm]?[jt]sx?|readme(?:\.[^/]*)?|[^/]*\.(?:md|mdx|markdown|rst|adoc"
+    r"|asciidoc))$)"
+    r"|(?:^|/)[A-Z][^/]*(?:Tests?|IT|Spec)\.(?:java|kt|scala|groovy|cs)$"
+)
+_SAMPLE_PATH = re.compile(SAMPLE_PATH)
+# The item fields that are the file's own text: only there does its path make a value a sample
+# (a commit message, an author, a repo name are not the file's).
+CONTENT_FIELDS = ("before", "after", "context")
+# Source code, by extension: an unquoted value there is an expression (`password: this.pw`,
+# `withXSRFToken: withXSRFToken`), never a literal; in env, ini, YAML, shell files it is one.
+CODE_EXTENSIONS = frozenset(
+    "js jsx ts tsx mjs cjs mts cts vue svelte go java kt kts scala groovy rs py pyi rb php cs c "
+    "h cc cpp cxx hpp m mm swift dart lua ex exs erl hs ml fs jl r pl".split()
+)
+
+
+def sample_path(path: str | None) -> bool:
+    """Whether the item's file is a test fixture or documentation (SAMPLE_PATH)."""
+    return bool(path) and _SAMPLE_PATH.search(path) is not None  # type: ignore[arg-type]
+
+
+def code_path(path: str | None) -> bool:
+    """Whether the file is source code (an unquoted value there is an expression)."""
+    if not path or "." not in path.rsplit("/", 1)[-1]:
+        return False
+    return path.rsplit(".", 1)[-1].lower() in CODE_EXTENSIONS
+
+
+def in_comment(text: str, pos: int) -> bool:
+    """Whether text[pos] is inside a comment or a docstring: a comment line (`//`, `#`, `*`,
+    `/*`, `-- `, `;`, `<!--`), a trailing comment (`x = 1  // ...`), or a line inside a block
+    comment or a triple-quoted string (a docstring) opened on a line above."""
+    start = text.rfind("\n", 0, pos) + 1
+    head = text[start:pos]
+    lead = head.lstrip()
+    if lead.startswith(("//", "/*", "*", "-- ", "<!--", ";", "%")):
+        return True
+    if lead.startswith("#") and not lead.startswith(("#define", "#include", "#if")):
+        return True
+    for m in _TRAILING_COMMENT.finditer(head):
+        before = head[: m.start()]
+        if before.count('"') % 2 == 0 and before.count("'") % 2 == 0:
+            return True
+    for opener, closer in (("/*", "*/"), ("<!--", "-->")):  # a block opened on a line above
+        o = text.rfind(opener, 0, start)
+        if o >= 0 and o > text.rfind(closer, 0, start) and (o == 0 or text[o - 1].isspace()):
+            return True
+    return (text.count('"""', 0, start) + text.count("'''", 0, start)) % 2 == 1
+
+
+_TRAILING_COMMENT = re.compile(r"(?:^|(?<=\s))(?://|#)")
 
 
 # ------------------------------------------------------------------------ placeholders
@@ -63,16 +149,38 @@ _VOCAB = {
     *("notused", "not", "used", "needed", "set", "todo", "tbd", "fixme", "xxx", "none"),
     *("value", "test", "string", "access", "auth", "bearer", "client", "private", "my"),
 }
+# Names and words documentation examples use as values (`password: 'janedoe'`, 'foobar',
+# 'mypassword'): a value made of these (and _VOCAB) words only is an example, not a secret.
+_SAMPLE_WORDS = {
+    *("john", "jane", "doe", "foo", "bar", "baz", "qux", "quux", "alice", "bob", "admin"),
+    *("root", "guest", "user", "username", "demo", "hello", "world", "pass", "pwd", "mock"),
+    *("mike", "mikey", "anonymous", "abc", "new", "old", "your", "the", "some", "super"),
+}
+_SEGMENT_WORDS = frozenset(_VOCAB | _SAMPLE_WORDS | _LEAD)
+# a fixture's value: test-token-123, fake_password_1, dummy-key-42
+_FIXTURE = re.compile(r"(?i)(?:test|fake|dummy|mock|example|sample)(?:[_.-]?[a-z]+)*[_.-]?\d*")
+
+
+def _segments(word: str) -> bool:
+    """Whether the word is a run of _SEGMENT_WORDS (janedoe, mypassword, foobar)."""
+    ok = [True] + [False] * len(word)
+    for i in range(1, len(word) + 1):
+        ok[i] = any(ok[j] and word[j:i] in _SEGMENT_WORDS for j in range(max(0, i - 10), i))
+    return ok[-1]
 
 
 def placeholder(v: str) -> bool:
-    """Whether the value as a whole is a placeholder, not a literal."""
+    """Whether the value as a whole is a placeholder or an example, not a literal."""
     if _TEMPLATE.match(v):
         return True
     if not _WORDS_ONLY.fullmatch(v):
-        return False
+        return bool(_FIXTURE.fullmatch(v)) and all(
+            _segments(w.lower()) for w in re.findall("[A-Za-z]+", v)
+        )
     words = [w.lower() for w in _WORD.findall(v)]
-    return words[0] in _LEAD or words[-1] in _TAIL or all(w in _VOCAB for w in words)
+    if words[0] in _LEAD or words[-1] in _TAIL or all(w in _VOCAB for w in words):
+        return True
+    return all(_segments(w) for w in words)
 
 
 # ------------------------------------------------------------------------ our rules
@@ -81,6 +189,10 @@ _CODE = re.compile(r"[()\[\]{}<>$%|`\s]|^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+$")
 _PATH = re.compile(r"^(?:[~.]{0,2}/|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://)|^[\w.-]+(?:/[\w.-]+)+/?$")
 _NOT_LITERAL = {"none", "null", "nil", "true", "false", "undefined", "required", "optional"}
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+_VERSION = re.compile(r"^[~^<>=!v]*\d+(?:\.\d+)+(?:[-+][\w.-]*)?$")  # ^1.0.0, >=2.3, 1.2.3-rc.1
+# encrypted values are not secrets: Travis `secure:`, sops `ENC[...]`, ansible-vault
+_ENCRYPTED_NAME = re.compile(r"(?:^|[_.-])(?:secure|encrypted|enc|ciphertext|vault)$", re.I)
+_ENCRYPTED_VALUE = re.compile(r"^(?:ENC\[|\$ANSIBLE_VAULT|!vault|-----BEGIN PGP MESSAGE)")
 
 KEYWORDS = (
     r"pass(?:word|wd|phrase)|secret(?:_?key)?|token|api_?key|apikey|access_?key|"
@@ -94,7 +206,7 @@ _ASSIGN = re.compile(
     r"""(?P<name>[\w.-]{0,64}?(?:"""  # bounded: a long word run cost O(n^2) (13 s at 20k)
     + KEYWORDS
     + r""")(?:\\*["'])?)                 # the name ends with a credential word
-    (?:\s*:\s*[A-Za-z_][\w\[\], .]*?)??  # an optional type annotation (password: str = ...)
+    (?:\s*:\s*&?(?:'static\s+)?[A-Za-z_][\w\[\], .]*?)??  # a type (password: str, &str)
     \s*(?::=|=>|=|:)\s*
     (?:(?P<q>\\*["'])(?P=q){0,2}(?P<quoted>[^"'\n]{6,200}?)  # quoted, or triple-quoted
        (?:(?P=q)|(?=\\*["']|\r?\n|\Z))                   # closed, or cut off
@@ -103,9 +215,22 @@ _ASSIGN = re.compile(
 )
 
 
+def alphabet(v: str) -> bool:
+    """Whether the value holds a run of 8 consecutive characters (ABCDEFGH, 01234567): a
+    charset or an alphabet (base64's), never a random key."""
+    run = 1
+    for a, b in zip(v, v[1:], strict=False):
+        run = run + 1 if ord(b) == ord(a) + 1 else 1
+        if run >= 8:
+            return True
+    return False
+
+
 def _literal_secret(v: str, quoted: bool) -> bool:
     """Whether an assigned value is a literal credential rather than code or a placeholder."""
-    if v.lower() in _NOT_LITERAL or _NUMBER.match(v):
+    if v.lower() in _NOT_LITERAL or _NUMBER.match(v) or _VERSION.match(v):
+        return False
+    if _ENCRYPTED_VALUE.match(v) or alphabet(v):
         return False
     if _AWS_SECRET.fullmatch(v):  # its / would make it a path below
         return True
@@ -123,7 +248,26 @@ def _literal_secret(v: str, quoted: bool) -> bool:
 
 def _assignment_ok(m: re.Match[str]) -> bool:
     quoted = m.group("quoted") is not None
+    if _ENCRYPTED_NAME.search(m.group("name").strip("\\\"'")):
+        return False
     return _literal_secret(m.group("quoted") if quoted else m.group("bare"), quoted)
+
+
+_REASONS = (  # the credential word a name ends with -> the flag's reason
+    (re.compile(r"pass", re.I), "password_assignment"),
+    (re.compile(r"private_?key", re.I), "private_key_assignment"),
+    (re.compile(r"secret", re.I), "secret_assignment"),
+    (re.compile(r"token", re.I), "token_assignment"),
+    (re.compile(r"key", re.I), "api_key_assignment"),
+)
+
+
+def assignment_reason(m: re.Match[str]) -> str:
+    """The reason a credential assignment is flagged, by the credential word its name ends
+    with: password_assignment, secret_assignment, token_assignment, api_key_assignment ..."""
+    words = _KEYWORD.findall(m.group("name"))
+    last = words[-1] if words else ""
+    return next((r for rx, r in _REASONS if rx.search(last)), "credential_assignment")
 
 
 def entropy(s: str) -> float:
@@ -137,7 +281,7 @@ _DIGEST_NAMES = re.compile(
     re.I,
 )
 _HIGH = re.compile(
-    r"""(?P<name>[\w.-]{1,64})(?:\\*["'])?\s*(?::=|=>|=|:)\s*(?P<q>\\*["'])(?P=q){0,2}"""
+    r"""(?<![\w.-])(?P<name>[\w.-]{1,64})(?:\\*["'])?\s*(?::=|=>|=|:)\s*(?P<q>\\*["'])(?P=q){0,2}"""
     r"""(?P<v>[A-Za-z0-9+/=_-]{24,})(?:(?P=q)|(?=\r?\n|\\[rn]|\Z))"""
 )
 
@@ -146,6 +290,8 @@ def _high_entropy_ok(m: re.Match[str]) -> bool:
     v, name = m.group("v"), m.group("name")
     if re.fullmatch(r"[0-9a-fA-F]+", v) or _DIGEST_NAMES.search(name):
         return False  # git SHAs, digests
+    if _ENCRYPTED_NAME.search(name) or alphabet(v):
+        return False  # Travis `secure: "..."` ciphertext; the base64 alphabet
     if re.match(r"(?:sha\d+|md5)[-_]", v, re.I):
         return False  # SRI hashes
     parts = [p for p in re.split(r"[-_/]", v) if p]
@@ -195,6 +341,14 @@ def own_rules() -> list[Rule]:
             "jwt",
             re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
             r"eyJ[A-Za-z0-9_-]{8,}\.eyJ",
+            tier=SAMPLE,
+        ),
+        Rule(  # unquoted too (env files); detect-secrets' own AWS pattern needs quotes
+            "aws_secret_access_key",
+            _AWS_SECRET_ASSIGN,
+            r"(?i:aws_?secret_?(?:access_?)?key)",
+            "v",
+            lambda m: random_key(m.group("v")),
         ),
         Rule(
             "credential_assignment",
@@ -202,6 +356,7 @@ def own_rules() -> list[Rule]:
             r"(?i:" + KEYWORDS + r")(?:\\*[\"'])?\s*(?::|=)",
             "quoted_or_bare",
             _assignment_ok,
+            tier=WEAK,
         ),
         Rule(
             "high_entropy_assignment",
@@ -209,8 +364,21 @@ def own_rules() -> list[Rule]:
             r"(?::|=)\s*(?:\\*[\"']){1,3}[A-Za-z0-9+/=_-]{24,}",
             "v",
             _high_entropy_ok,
+            tier=WEAK,
         ),
     ]
+
+
+_AWS_SECRET_ASSIGN = re.compile(
+    r"(?i:aws_?secret_?(?:access_?)?key)(?:\\*[\"'])?\s*(?::|=)\s*(?:\\*[\"'])?"
+    r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+
+
+def random_key(v: str) -> bool:
+    """Whether a 40-character value looks like an AWS secret access key: lower and upper case
+    and digits (never a git SHA, a word, a run of one letter)."""
+    return _AWS_SECRET.fullmatch(v) is not None
 
 
 def token_format_rules() -> list[Rule]:
@@ -221,6 +389,11 @@ def token_format_rules() -> list[Rule]:
 
 _URL_AUTH = re.compile(r"://(?P<user>[^:/?#\[\]@\s]*):(?P<pw>[^:/?#\[\]@\s]+)@")
 TEMPLATE_PASSWORDS = {"x-oauth-basic", "x-access-token", "oauth2", "token"}
+
+
+def _aws_ok(m: re.Match[str]) -> bool:
+    """An access key id (AKIA...) as matched; a secret key named aws...key: random-looking."""
+    return m.re.groups == 0 or _AWS_SECRET.fullmatch(m.group(1)) is not None
 
 
 def _url_auth_ok(m: re.Match[str]) -> bool:
@@ -235,7 +408,10 @@ def _url_auth_ok(m: re.Match[str]) -> bool:
     return pw.lower() not in TEMPLATE_PASSWORDS and not placeholder(pw)
 
 
-CHECKS: dict[str, Callable[[re.Match[str]], bool]] = {"basic_auth_credentials": _url_auth_ok}
+CHECKS: dict[str, Callable[[re.Match[str]], bool]] = {
+    "basic_auth_credentials": _url_auth_ok,
+    "aws_access_key": _aws_ok,
+}
 
 _LOOKAROUND = re.compile(r"\(\?(?:<?[=!])")
 
@@ -340,5 +516,10 @@ def detect_secrets_rules() -> list[Rule]:
                 if not rust_ok(pre):
                     continue  # none today; a future pattern Rust cannot run is left out
                 group = 1 if rx.groups else 0
-                rules.append(Rule(name, rx, pre, group, CHECKS.get(name), whole_token=True))
+                tier = HIGH
+                if cname in SAMPLE_DETECTORS or (cname in KEYWORD_DETECTORS and "://" in pre):
+                    tier = SAMPLE
+                elif cname in KEYWORD_DETECTORS:
+                    tier = WEAK
+                rules.append(Rule(name, rx, pre, group, CHECKS.get(name), True, tier))
     return rules

@@ -1,5 +1,21 @@
 """Secrets found and masked before the first write: `[REDACTED:<rule>]` keeps the kind.
 
+Precise by default, never silently damaging code: only a high-confidence credential is masked
+(and its item dropped by the filter); a guess is never masked, it flags the item instead.
+Each rule has a tier (`pipeline.secret_rules`):
+- HIGH, masked everywhere: private-key blocks, provider tokens with their own format or prefix
+  (AWS AKIA..., GitHub ghp_/github_pat_, GitLab glpat-, Slack xox., Stripe sk_live_, Google
+  AIza, Hugging Face hf_, npm, PyPI, OpenAI, SendGrid ...), AWS secret keys (named, 40
+  random characters).
+- SAMPLE, masked outside test fixtures and documentation (`sample_path`): JWTs and literal
+  passwords in URLs. In a test or a doc they are examples (jwt.io's token in a JWT parser's
+  tests), so an item whose path is one keeps them: `mask_columns` reads the batch's `path`.
+- WEAK, never masked (`rules()` leaves them out): a credential word assigned a literal
+  (`password = "..."`), a high-entropy assigned literal, detect-secrets' keyword detectors.
+  `suspects` finds them, for the filter's `weak_secret` rule to flag the item with a reason
+  (`password_assignment`, `high_entropy_literal` ...). Not in test fixtures or docs, comments or
+  docstrings, not unquoted in source code (an expression), not for placeholders or examples.
+
 Rules (`pipeline/secret_rules.py`) come from two places:
 - the maintained detector set of Yelp's detect-secrets (Apache-2.0, pinned in pyproject): the
   `denylist` regexes of its RegexBasedDetector plugins (AWS, GitHub, GitLab, Slack, Stripe,
@@ -39,21 +55,30 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.secret_rules import (
+    CONTENT_FIELDS,
     KEYWORDS,
+    SAMPLE,
+    SAMPLE_PATH,
     TOKEN_FORMATS,
+    WEAK,
     Rule,
+    assignment_reason,
+    code_path,
     detect_secrets_rules,
     entropy,
+    in_comment,
     key_tail_start,
     own_rules,
     placeholder,
     rust_ok,
     rust_superset,
+    sample_path,
     strip_lookarounds,
     token_format_rules,
 )
 
 __all__ = [
+    "CONTENT_FIELDS",
     "KEYWORDS",
     "MARK",
     "TOKEN_FORMATS",
@@ -69,8 +94,12 @@ __all__ = [
     "rules",
     "rust_ok",
     "rust_superset",
+    "sample_path",
     "shown",
     "strip_lookarounds",
+    "suspect_column",
+    "suspects",
+    "weak_rules",
 ]
 
 MARK = "[REDACTED:{}]"
@@ -78,10 +107,28 @@ HEAD_MARGIN = 16_384  # mask_head reads this far past its cut (longer than any t
 
 
 @lru_cache(maxsize=1)
-def rules() -> tuple[Rule, ...]:
+def _all_rules() -> tuple[Rule, ...]:
     """Specific detectors first: where two find the same secret, the first names it."""
     own = own_rules()
     return (*own[:3], *token_format_rules(), *detect_secrets_rules(), *own[3:])
+
+
+@lru_cache(maxsize=1)
+def rules() -> tuple[Rule, ...]:
+    """The rules that mask: HIGH and SAMPLE tiers."""
+    return tuple(r for r in _all_rules() if r.tier != WEAK)
+
+
+@lru_cache(maxsize=1)
+def weak_rules() -> tuple[Rule, ...]:
+    """The rules that only flag (WEAK tier): never masked."""
+    return tuple(r for r in _all_rules() if r.tier == WEAK)
+
+
+@lru_cache(maxsize=1)
+def _samples() -> frozenset[int]:
+    """The indices (in rules()) of SAMPLE rules: not secrets in test fixtures and docs."""
+    return frozenset(k for k, r in enumerate(rules()) if r.tier == SAMPLE)
 
 
 @lru_cache(maxsize=1)
@@ -90,9 +137,9 @@ def _prefilter() -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
 
 
-@lru_cache(maxsize=1)
-def _rust_prefilters() -> tuple[str, ...]:
-    return tuple(rust_superset(r.prefilter) for r in rules())
+@lru_cache(maxsize=2)
+def _rust_prefilters(weak: bool = False) -> tuple[str, ...]:
+    return tuple(rust_superset(r.prefilter) for r in (weak_rules() if weak else rules()))
 
 
 # Backslashes before a quote: `\"` in a JSON line's raw text, in a string in code.
@@ -100,11 +147,12 @@ _ESCAPED_QUOTE = re.compile(r"""\\+(?=["'])""")
 _RUST_ESCAPED_QUOTE = r"""\\+(["'])"""
 
 
-def flagged(col: pl.Series) -> dict[int, list[int]]:
-    """row -> the rules whose prefilter matches it (or its text with quotes unescaped),
-    vectorised (one Rust scan per rule)."""
+def flagged(col: pl.Series, weak: bool = False) -> dict[int, list[int]]:
+    """row -> the rules (of rules(), or weak_rules()) whose prefilter matches it (or its text
+    with quotes unescaped), vectorised (one Rust scan per rule)."""
     df = pl.DataFrame({"t": col.fill_null("")})
-    exprs = [pl.col("t").str.contains(p).alias(str(k)) for k, p in enumerate(_rust_prefilters())]
+    pres = _rust_prefilters(weak)
+    exprs = [pl.col("t").str.contains(p).alias(str(k)) for k, p in enumerate(pres)]
     hits = df.select(exprs)
     any_hit = hits.select(pl.any_horizontal(pl.all())).to_series().arg_true()
     out: dict[int, list[int]] = {}
@@ -142,34 +190,51 @@ def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
     return s, e
 
 
-@lru_cache(maxsize=1)
-def _quoting() -> frozenset[int]:
-    """The rules whose pattern has a quote in it: only they can find more once quotes are
-    unescaped."""
-    return frozenset(k for k, r in enumerate(rules()) if re.search("[\"']", r.pattern.pattern))
+def _quotes(r: Rule) -> bool:
+    """Whether the rule's pattern has a quote in it: only such rules can find more once quotes
+    are unescaped."""
+    return re.search("[\"']", r.pattern.pattern) is not None
+
+
+Finding = tuple[int, int, int, str]  # start, -end, rule index, name (a WEAK rule: the reason)
 
 
 def _found(
-    text: str, only: list[int] | None, quoting: bool = False
-) -> list[tuple[int, int, int, str]]:
+    text: str,
+    only: list[int] | None,
+    quoting: bool = False,
+    rule_set: tuple[Rule, ...] | None = None,
+    skip: frozenset[int] = frozenset(),
+) -> list[Finding]:
     """(start, -end, rule index, rule name) of every finding, overlaps included; quoting:
-    of the rules with a quote in their pattern only."""
-    if only is None and not _prefilter().search(text):
+    of the rules with a quote in their pattern only; rule_set: rules() unless given; skip:
+    rule indices not to run."""
+    rs = rules() if rule_set is None else rule_set
+    if only is None and rule_set is None and not _prefilter().search(text):
         return []
     found = []
-    all_rules = rules()
-    for k in range(len(all_rules)) if only is None else only:
-        if quoting and k not in _quoting():
+    for k in range(len(rs)) if only is None else only:
+        r = rs[k]
+        if k in skip or (quoting and not _quotes(r)):
             continue
-        r = all_rules[k]
         if only is None and not re.search(r.prefilter, text):
             continue
         for m in r.pattern.finditer(text):
             if r.check is None or r.check(m):
                 s, e = _span(r, m)
                 if e > s:
-                    found.append((s, -e, k, r.name))
+                    name = r.name
+                    if r.tier == WEAK:
+                        name = (
+                            assignment_reason(m)
+                            if r.group == "quoted_or_bare"
+                            else _WEAK_NAMES.get(r.name, r.name)
+                        )
+                    found.append((s, -e, k, name))
     return found
+
+
+_WEAK_NAMES = {"high_entropy_assignment": "high_entropy_literal"}
 
 
 def _unescaped(text: str) -> tuple[str, list[int], list[int]] | None:
@@ -188,13 +253,14 @@ def _unescaped(text: str) -> tuple[str, list[int], list[int]] | None:
     return "".join(parts), at_view, removed
 
 
-def find(text: str, only: list[int] | None = None) -> list[tuple[int, int, str]]:
-    """(start, end, rule) of every secret in text, leftmost first, without overlaps.
-
-    only: the indices of the rules to try (their prefilters already matched)."""
-    if not text:
-        return []
-    found = _found(text, only)
+def _all_found(
+    text: str,
+    only: list[int] | None,
+    rule_set: tuple[Rule, ...] | None = None,
+    skip: frozenset[int] = frozenset(),
+) -> list[Finding]:
+    """_found on the text and on its view with quotes unescaped (positions in the text)."""
+    found = _found(text, only, False, rule_set, skip)
     view = _unescaped(text) if "\\" in text else None
     if view is not None:
         v, at_view, removed = view
@@ -203,7 +269,14 @@ def find(text: str, only: list[int] | None = None) -> list[tuple[int, int, str]]
             k = bisect_right(at_view, i) - 1
             return i + (removed[k] if k >= 0 else 0)
 
-        found += [(orig(s), -(orig(-ne - 1) + 1), k, n) for s, ne, k, n in _found(v, only, True)]
+        found += [
+            (orig(s), -(orig(-ne - 1) + 1), k, n)
+            for s, ne, k, n in _found(v, only, True, rule_set, skip)
+        ]
+    return found
+
+
+def _leftmost(found: list[Finding]) -> list[tuple[int, int, str]]:
     found.sort()
     out: list[tuple[int, int, str]] = []
     for s, neg_e, _, name in found:
@@ -211,6 +284,44 @@ def find(text: str, only: list[int] | None = None) -> list[tuple[int, int, str]]
         if out and s < out[-1][1]:
             continue  # inside an earlier, wider finding
         out.append((s, e, name))
+    return out
+
+
+def find(
+    text: str, only: list[int] | None = None, path: str | None = None
+) -> list[tuple[int, int, str]]:
+    """(start, end, rule) of every secret in text, leftmost first, without overlaps.
+
+    only: the indices of the rules to try (their prefilters already matched); path: the
+    item's file, where it is a test fixture or documentation SAMPLE rules do not apply."""
+    if not text:
+        return []
+    skip = _samples() if sample_path(path) else frozenset()
+    return _leftmost(_all_found(text, only, None, skip))
+
+
+def suspects(
+    text: str, path: str | None = None, only: list[int] | None = None
+) -> list[tuple[int, int, str]]:
+    """(start, end, reason) of every WEAK finding: possible secrets, never masked. path: the
+    file the text is from (None: not a file's text, as a commit message). None in a test
+    fixture or documentation, in a comment or docstring, where a masking rule finds a secret
+    (it is masked), nor an unquoted value in source code (an expression). only: the indices
+    (in weak_rules()) of the rules to try (their prefilters already matched)."""
+    if not text or sample_path(path):
+        return []
+    found = _leftmost(_all_found(text, only, weak_rules()))
+    if not found:
+        return []
+    code = code_path(path)
+    strong = find(text, path=path)
+    out = []
+    for s, e, reason in found:
+        if any(s < se and ss < e for ss, se, _ in strong) or in_comment(text, s):
+            continue
+        if code and text[s - 1 : s] not in ('"', "'"):
+            continue  # unquoted in source code: an expression
+        out.append((s, e, reason))
     return out
 
 
@@ -228,9 +339,12 @@ def _replaced(text: str, hits: list[tuple[int, int, str]], end: int) -> tuple[st
     return "".join(parts), fired
 
 
-def mask(text: str, only: list[int] | None = None) -> tuple[str, list[str]]:
-    """(text with every secret replaced by [REDACTED:<rule>], the rules that fired)."""
-    hits = find(text, only)
+def mask(
+    text: str, only: list[int] | None = None, path: str | None = None
+) -> tuple[str, list[str]]:
+    """(text with every secret replaced by [REDACTED:<rule>], the rules that fired); path:
+    the item's file (SAMPLE rules do not apply in test fixtures and documentation)."""
+    hits = find(text, only, path)
     return _replaced(text, hits, len(text)) if hits else (text, [])
 
 
@@ -254,7 +368,9 @@ def mask_columns(
     """The batch with secrets masked in `columns` (string), and secrets masked per rule.
 
     The prefilters run vectorised over the row's columns joined (one scan per rule, the
-    regexes compiled once a batch); Python looks only at the rows they flag."""
+    regexes compiled once a batch); Python looks only at the rows they flag. A row whose
+    `path` (when the batch has one) is a test fixture or documentation keeps the SAMPLE
+    findings (JWTs, passwords in URLs) of its file's text (CONTENT_FIELDS): examples there."""
     fired: dict[str, int] = {}
     if batch.num_rows == 0:
         return batch, fired
@@ -269,12 +385,20 @@ def mask_columns(
     if not which:
         return batch, fired
     rows = list(which)
+    samples: dict[int, list[int]] = {}  # row -> its rules but SAMPLE ones: a test's or doc's
+    if "path" in batch.schema.names:
+        paths = batch.column(batch.schema.get_field_index("path"))
+        for k in rows:
+            if sample_path(paths[k].as_py()):
+                samples[k] = [i for i in which[k] if i not in _samples()]
     arrays = list(batch.columns)
     for i in cols:
         col = frame[str(i)]
+        content = batch.schema.field(i).name in CONTENT_FIELDS
         fixed = {}
         for k, v in zip(rows, col.gather(rows).to_list(), strict=True):
-            new, names = mask(v, which[k]) if v else (v, [])
+            only = samples.get(k, which[k]) if content else which[k]
+            new, names = mask(v, only) if v else (v, [])
             for n in names:
                 fired[n] = fired.get(n, 0) + 1
             if names:
@@ -283,3 +407,38 @@ def mask_columns(
             col = col.clone().scatter(list(fixed), list(fixed.values()))
             arrays[i] = col.to_arrow().cast(batch.schema.field(i).type)
     return pa.RecordBatch.from_arrays(arrays, schema=batch.schema), fired
+
+
+# ------------------------------------------------------------------------ weak: flags
+
+
+def suspect_column(frame: pl.DataFrame, fields: tuple[str, ...]) -> pl.Series:
+    """Per row, `<reason> in <field>` for each reason `suspects` finds in each field (once a
+    field, in field order): the filter's `weak_secret` rule. The item's path counts for its
+    file's text (CONTENT_FIELDS) only. The prefilters run vectorised (on the text, and on its
+    view with quotes unescaped), in a file's text only where its path is neither a test fixture
+    nor documentation; Python looks only at the rows they flag."""
+    n = frame.height
+    rows: list[int] = []
+    found_in: list[str] = []
+    if n:
+        path = frame["path"] if "path" in frame.columns else pl.Series([None] * n, dtype=pl.String)
+        sample = path.fill_null("").str.contains(SAMPLE_PATH).to_list()
+        for f in fields:
+            t = frame[f]
+            content = f in CONTENT_FIELDS
+            for k, only in flagged(t, weak=True).items():
+                if content and sample[k]:
+                    continue
+                found = suspects(t[k], path[k] if content else None, only)
+                for r in dict.fromkeys(r for _, _, r in found):
+                    rows.append(k)
+                    found_in.append(f"{r} in {f}")
+    hits = (
+        pl.DataFrame({"row": rows, "v": found_in}, schema={"row": pl.UInt32, "v": pl.String})
+        .group_by("row", maintain_order=True)
+        .agg("v")
+    )
+    every = pl.DataFrame({"row": pl.arange(0, n, dtype=pl.UInt32, eager=True)})
+    col = every.join(hits, on="row", how="left", maintain_order="left")["v"]
+    return col.fill_null(pl.lit([], dtype=pl.List(pl.String)))

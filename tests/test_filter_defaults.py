@@ -327,10 +327,7 @@ FLAGGED = [
         ),
         ["format_only"],
     ),
-    (
-        dict(before="if x:\n  y()", after="if x:\n    y()", lines_removed=2, lines_added=2),
-        ["whitespace_only"],
-    ),
+    # whitespace_only is dropped by default now (tests/test_filter_code_defaults.py)
 ]
 
 

@@ -1,5 +1,7 @@
-"""Secrets are masked at ingest, before the first write, in every text column and in
-errors.raw; the mask names the kind; placeholders, digests and code are left alone."""
+"""High-confidence secrets are masked at ingest, before the first write, in every text column
+and in errors.raw; the mask names the kind; placeholders, digests and code are left alone.
+Possible secrets with no format (a password assigned a literal, a high-entropy literal) are never
+masked: `suspects` finds them, for the filter to flag (tests/test_secrets_precision.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ JWT = (
     "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 )
 KEY_BODY = "MIIEpAIBAAKCAQEA7bq3Yz9xQ2vR8sT4wY6uA0cE5gHkPp2LmN3vR9sT4wY6uA0cE5g"
-# planted secret -> the text it sits in -> the rule that must name it
+# planted high-confidence secret -> the text it sits in -> the rule that must name it
 PLANTED = {
     "AKIAZ7QX3M4N5P6R7S8T": ("aws_access_key_id = AKIAZ7QX3M4N5P6R7S8T", "aws_access_key"),
     "ghp_Zx81bQ7kPp2LmN3vR9sT4wY6uA0cE5gHk1Lm": (
@@ -39,16 +41,20 @@ PLANTED = {
         "private_key",
     ),
     "hunter2pass": ("url = 'https://deploy:hunter2pass@db.internal/x'", "basic_auth_credentials"),
-    "Tr0ub4dor&3": ("PASSWORD=Tr0ub4dor&3", "credential_assignment"),
-    "s3cr3t-v4lue-9": ('client_secret: "s3cr3t-v4lue-9"', "credential_assignment"),
-    "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS": (
-        'SIGNING = "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS"',
-        "high_entropy_assignment",
-    ),
     "pypi-AgEIcHlwaS5vcmcCJGE3ZjhkODFmLTg2MjQtNGUzMS05NjliLWRlYzU2ZWJjNjBjNAACKlszLCI": (
         "password = pypi-AgEIcHlwaS5vcmcCJGE3ZjhkODFmLTg2MjQtNGUzMS05NjliLWRlYzU2ZWJjNjBjNAAC"
         "KlszLCI",
-        "",
+        "pypi_token",
+    ),
+}
+# possible secrets with no format -> the text -> the reason `suspects` (the filter's flag) gives;
+# they were masked before (credential_assignment, high_entropy_assignment): now never masked
+WEAK = {
+    "Tr0ub4dor&3": ("PASSWORD=Tr0ub4dor&3", "password_assignment"),
+    "s3cr3t-v4lue-9": ('client_secret: "s3cr3t-v4lue-9"', "secret_assignment"),
+    "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS": (
+        'SIGNING = "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS"',
+        "high_entropy_literal",
     ),
 }
 NOT_SECRETS = [
@@ -78,9 +84,19 @@ def test_each_planted_kind_is_masked_with_its_kind(secret):
         assert f"[REDACTED:{kind}]" in masked, masked
 
 
+@pytest.mark.parametrize("secret", list(WEAK))
+def test_each_possible_secret_is_found_with_its_reason_and_never_masked(secret):
+    text, reason = WEAK[secret]
+    assert S.mask(text) == (text, [])
+    assert [r for _, _, r in S.suspects(text)] == [reason]
+    s, e, _ = S.suspects(text)[0]
+    assert text[s:e] == secret
+
+
 @pytest.mark.parametrize("text", NOT_SECRETS)
 def test_placeholders_digests_and_code_are_not_secrets(text):
     assert S.mask(text) == (text, [])
+    assert S.suspects(text) == []
 
 
 def test_a_url_keeps_its_shape_and_a_key_block_goes_whole():
@@ -92,7 +108,7 @@ def test_a_url_keeps_its_shape_and_a_key_block_goes_whole():
 
 
 def test_vectorised_masking_equals_the_per_value_reference():
-    values = [t for t, _ in PLANTED.values()] + NOT_SECRETS + ["", "plain code = 1"]
+    values = [t for t, _ in (*PLANTED.values(), *WEAK.values())] + NOT_SECRETS + ["", "x = 1"]
     batch = pa.RecordBatch.from_pydict({"a": values, "b": list(reversed(values))})
     out, fired = S.mask_columns(batch, ("a", "b"))
     assert out.column(0).to_pylist() == [S.mask(v)[0] for v in values]
@@ -131,6 +147,9 @@ def test_no_planted_secret_reaches_any_output_of_a_run(tmp_path, cli):
         row = {"before": f"x = {k}", "after": f"x = {k + 1}", "comment": "fix the value"}
         row[f] = text
         rows.append(json.dumps(row))
+    # possible secrets: kept unmasked, flagged with the reason
+    for k, (text, _) in enumerate(WEAK.values()):
+        rows.append(json.dumps({"before": f"y = {k}", "after": text, "comment": "set it"}))
     # a malformed record holding secrets: errors.raw
     rows.append('{"before": "' + PLANTED[JWT][0] + " PASSWORD=Tr0ub4dor&3")
     (tmp_path / "d.jsonl").write_text("\n".join(rows) + "\n")
@@ -143,6 +162,11 @@ def test_no_planted_secret_reaches_any_output_of_a_run(tmp_path, cli):
     m = json.loads((run / "ingest" / "manifest.json").read_text())
     masked = m["conservation"]["sources"]["d.jsonl"]["secrets_masked"]
     assert masked["jwt"] >= 2 and masked["private_key"] == 1
+    assert not {"credential_assignment", "high_entropy_assignment"} & set(masked)
+    kept = pl.read_parquet(run / "filter" / "kept.parquet")
+    for text, reason in WEAK.values():
+        row = kept.filter(pl.col("after") == text)
+        assert row["flags"].to_list() == [[f"possible_secret:{reason}"]], text
     assert cli("verify", run).exit_code == 0
 
 
@@ -152,17 +176,29 @@ def test_no_planted_secret_reaches_any_output_of_a_run(tmp_path, cli):
         f"-----BEGIN RSA PRIVATE KEY----- {KEY_BODY} -----END RSA PRIVATE KEY-----",  # one line
         f"{KEY_BODY}\n{KEY_BODY}\n-----END RSA PRIVATE KEY-----\nx = 2",  # header cut off
         f'k = "{KEY_BODY}\\n{KEY_BODY}\\n-----END PRIVATE KEY-----\\n"',  # escaped, headless
-        'SIGNING = "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS',  # cut off before its closing quote
-        'client_secret: "s3cr3t-v4lue-9',
-        'password = """hunter2pass!"""',  # triple-quoted
     ],
-    ids=["pem_one_line", "pem_headless", "pem_escaped_headless", "cut_high", "cut_cred", "triple"],
+    ids=["pem_one_line", "pem_headless", "pem_escaped_headless"],
 )
 def test_secrets_in_flattened_or_cut_text_are_masked(text):
     masked, fired = S.mask(text)
     assert fired and "[REDACTED:" in masked
-    for secret in (KEY_BODY, "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS", "s3cr3t-v4lue-9", "hunter2pass"):
-        assert secret not in masked, masked
+    assert KEY_BODY not in masked, masked
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # cut off before its closing quote
+        ('SIGNING = "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS', "Q7vX2kP9mZ4wR8tL3nB6yH1cJ5dF0gS"),
+        ('client_secret: "s3cr3t-v4lue-9', "s3cr3t-v4lue-9"),
+        ('password = """hunter2pass!"""', "hunter2pass!"),  # triple-quoted
+    ],
+    ids=["cut_high", "cut_cred", "triple"],
+)
+def test_possible_secrets_in_cut_or_triple_quoted_text_are_found_not_masked(text, secret):
+    """These were masked before; a guess is now only found (the filter flags the item)."""
+    assert S.mask(text) == (text, [])
+    assert [text[s:e] for s, e, _ in S.suspects(text)] == [secret]
 
 
 @pytest.mark.parametrize(

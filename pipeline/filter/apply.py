@@ -4,6 +4,9 @@ Each active rule becomes one boolean expression, evaluated over a whole batch at
 run in order: an item matched by several drop rules is rejected under the first (`rule`,
 `reason`) and lists all of them (`rules`). Reasons are computed on the rejected rows only and
 never quote matched text; secrets are masked in every output column a secret rule scans.
+A `secret` rule's `sample_patterns` apply outside test fixtures and docs only; a `weak_secret`
+rule (pipeline.secrets.suspects, in Python on the rows its prefilter flags) never masks, and
+its flag names the reason: `<rule>:<reason>`.
 """
 
 from __future__ import annotations
@@ -19,12 +22,19 @@ from pipeline.filter.regex import (
     FORMAT_STRIP_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
+    MINIFIED_SEPARATORS,
+    MINIFIED_SPACE_RE,
+    MINIFIED_SYMBOL_RE,
+    REPO_ESCAPE_RE,
+    REPO_NAME_RE,
+    REPO_SLOT,
     TOKEN_RE,
     combine,
     with_flags,
 )
 from pipeline.filter.rules import Rule, RuleSet
 from pipeline.schema import ITEM_SCHEMA
+from pipeline.secrets import CONTENT_FIELDS, SAMPLE_PATH, suspect_column
 
 ITEM_COLS = ITEM_SCHEMA.names
 __all__ = ["FilterResult", "apply_rules", "reference_decide"]
@@ -64,10 +74,56 @@ def _rx(rule: Rule, pat: str) -> str:
     return with_flags(pat, bool(rule.params.get("ignore_case")))
 
 
+def _repo_regex(rule: Rule, pat: str) -> pl.Expr:
+    """A glob regex with `{repo}` slots, per row: the slots filled with the item's repository
+    name (. and - escaped); null (no match) where `repo` has no plain name."""
+    name = _text("repo").str.extract(REPO_NAME_RE, 1)
+    literal = name.str.replace_all(REPO_ESCAPE_RE, r"\$0")
+    head, *rest = _rx(rule, pat).split(REPO_SLOT)
+    parts: list[pl.Expr] = [pl.lit(head)]
+    for tail in rest:
+        parts += [literal, pl.lit(tail)]
+    return pl.concat_str(parts)
+
+
+def _matches(rule: Rule, f: str, pat: str) -> pl.Expr:
+    """One pattern of the rule on one field (a `{repo}` glob compiled per repository)."""
+    if REPO_SLOT in pat:
+        return _text(f).str.contains(_repo_regex(rule, pat)).fill_null(False)
+    return _text(f).str.contains(_rx(rule, pat))
+
+
 def _any_pattern(rule: Rule, f: str, key: str = "patterns") -> pl.Expr:
-    """One combined regex per field: a single scan over the column."""
-    pats = [p for _, p in rule.params[key]]
-    return _text(f).str.contains(combine(pats, bool(rule.params.get("ignore_case"))))
+    """One combined regex per field: a single scan over the column (`{repo}` globs apart)."""
+    pats = [p for _, p in rule.params[key] if REPO_SLOT not in p]
+    hits = [_matches(rule, f, p) for _, p in rule.params[key] if REPO_SLOT in p]
+    if pats:
+        hits.insert(0, _text(f).str.contains(combine(pats, bool(rule.params.get("ignore_case")))))
+    return hits[0] if len(hits) == 1 else pl.any_horizontal(hits)
+
+
+def _in_sample() -> pl.Expr:
+    """The item's file is a test fixture or documentation (pipeline.secret_rules.SAMPLE_PATH)."""
+    return _text("path").str.contains(SAMPLE_PATH)
+
+
+def _not_sample(f: str) -> pl.Expr:
+    """Where a sample pattern applies in field f: everywhere but in the text of a test
+    fixture's or a doc's file (CONTENT_FIELDS)."""
+    return ~_in_sample() if f in CONTENT_FIELDS else pl.lit(True)
+
+
+def _secret_hit(rule: Rule, f: str) -> pl.Expr:
+    """A secret rule's patterns, or its sample_patterns outside test fixtures and docs."""
+    hit = _any_pattern(rule, f)
+    if rule.params["sample_patterns"]:
+        hit = hit | (_not_sample(f) & _any_pattern(rule, f, "sample_patterns"))
+    return hit
+
+
+def _why(rule_index: int) -> str:
+    """The column holding a weak_secret rule's findings (`<reason> in <field>`)."""
+    return f"__why_{rule_index}"
 
 
 def _blank(f: str) -> pl.Expr:
@@ -113,6 +169,30 @@ def _format_only() -> pl.Expr:
     return ((norm("before") == norm("after")) | reordered) & ~_same_but_whitespace()
 
 
+def _minified_lines(rule: Rule, f: str) -> pl.Expr:
+    """The field has a line at least min_line_chars long of which at most max_space_share
+    percent are spaces or tabs, min_symbol_share to max_symbol_share percent symbols, and at
+    least min_separator_share percent ; and as many }. Only the long lines (few) are counted."""
+    p = rule.params
+    e = pl.element()
+    n = e.str.len_chars().cast(pl.Int64)
+
+    def pct(x: pl.Expr) -> pl.Expr:
+        return x.cast(pl.Int64) * 100
+
+    symbols = pct(e.str.count_matches(MINIFIED_SYMBOL_RE))
+    dense = (pct(e.str.count_matches(MINIFIED_SPACE_RE)) <= p["max_space_share"] * n) & (
+        symbols >= p["min_symbol_share"] * n
+    )
+    dense = dense & (symbols <= p["max_symbol_share"] * n)
+    for sep in MINIFIED_SEPARATORS:
+        dense = dense & (
+            pct(e.str.count_matches(sep, literal=True)) >= p["min_separator_share"] * n
+        )
+    long = _text(f).str.split("\n").list.eval(e.filter(e.str.len_chars() >= p["min_line_chars"]))
+    return long.list.eval(dense).list.any()
+
+
 def _same_but_whitespace() -> pl.Expr:
     """Equal once all whitespace is removed (no-ops included)."""
     ws = r"\s+"
@@ -142,8 +222,12 @@ def _hit(rule: Rule) -> pl.Expr:
         return _format_only()
     if t == "blank":
         return pl.all_horizontal([_blank(f) for f in p["field"]])
-    if t in ("regex", "secret"):
+    if t == "minified":
+        return pl.any_horizontal([_minified_lines(rule, f) for f in p["field"]])
+    if t == "regex":
         return pl.any_horizontal([_any_pattern(rule, f) for f in p["field"]])
+    if t == "secret":
+        return pl.any_horizontal([_secret_hit(rule, f) for f in p["field"]])
     if t == "path":
         return _path_hit(rule)
     if t == "bot_author":
@@ -193,11 +277,16 @@ def _reason(rule: Rule) -> pl.Expr:
         added = " and before is blank (text added whole)" if p.get("before_blank") else ""
         cases = [
             (
-                _text(f).str.contains(_rx(rule, pat)),
+                _matches(rule, f, pat),
                 lit(f"{label} in {f}" if t == "secret" else f"{f} matches {label!r}{added}"),
             )
             for f in fields
             for label, pat in p["patterns"]
+        ]
+        cases += [
+            (_not_sample(f) & _text(f).str.contains(_rx(rule, pat)), lit(f"{label} in {f}"))
+            for f in fields
+            for label, pat in p.get("sample_patterns", ())
         ]
         return _when_chain(cases, lit(rule.name))
     if t == "bot_author":
@@ -219,20 +308,32 @@ def _reason(rule: Rule) -> pl.Expr:
         return _when_chain(cases, lit(rule.name))
     if t == "language":
         return pl.format("language '{}' is not in the allow-list", pl.col("language"))
+    if t == "minified":
+        what = (
+            f"a line of {p['min_line_chars']}+ chars, at most {p['max_space_share']}% spaces, "
+            f"{p['min_symbol_share']}-{p['max_symbol_share']}% symbols and ; and }} each at "
+            f"least {p['min_separator_share']}% (minified code)"
+        )
+        cases = [(_minified_lines(rule, f), lit(f"{f} has {what}")) for f in p["field"]]
+        return _when_chain(cases, lit(rule.name))
     raise AssertionError(t)
 
 
 def _mask(rule_set: list[Rule]) -> list[pl.Expr]:
-    """Every secret pattern replaced in every field its rule scans."""
-    by_field: dict[str, list[tuple[str, str]]] = {}
+    """Every secret pattern replaced in every field its rule scans (a sample pattern outside
+    test fixtures and docs only)."""
+    by_field: dict[str, list[tuple[str, str, bool]]] = {}
     for r in rule_set:
         for f in r.params["field"]:
-            by_field.setdefault(f, []).extend((lb, _rx(r, p)) for lb, p in r.params["patterns"])
+            pats = by_field.setdefault(f, [])
+            pats += [(lb, _rx(r, p), False) for lb, p in r.params["patterns"]]
+            pats += [(lb, _rx(r, p), True) for lb, p in r.params["sample_patterns"]]
     out = []
     for f, pats in by_field.items():
         e = pl.col(f)
-        for label, pat in pats:
-            e = e.str.replace_all(pat, f"[REDACTED:{label}]")
+        for label, pat, sample in pats:
+            masked = e.str.replace_all(pat, f"[REDACTED:{label}]")
+            e = pl.when(_not_sample(f)).then(masked).otherwise(e) if sample else masked
         out.append(e.alias(f))
     return out
 
@@ -251,16 +352,30 @@ class FilterResult:
     masked: int  # items whose text had a secret masked
 
 
-def _names(hits: list[tuple[str, str]]) -> pl.Expr:
-    """The names of the rules whose hit column is true, as a list (in rule order).
+def _names(hits: list[tuple[str, str]], why: dict[str, str] | None = None) -> pl.Expr:
+    """The names of the rules whose hit column is true, as a list (in rule order); a rule
+    with a column in `why` (weak_secret) gives `<name>:<reason>` for each of its reasons.
 
-    Joined and split (names are snake_case, so "," is safe): 10x faster than concat_list.
+    Joined and split (names and reasons are snake_case, so "," is safe): 10x faster than
+    concat_list.
     """
     empty = pl.lit([], dtype=pl.List(pl.String))
     if not hits:
         return empty
+    why = why or {}
+
+    def label(n: str, h: str) -> pl.Expr:
+        if h not in why:
+            return pl.lit(n)
+        reasons = pl.col(why[h]).list.eval(pl.element().str.split(" in ").list.first())
+        return (
+            reasons.list.unique(maintain_order=True)
+            .list.eval(f"{n}:" + pl.element())
+            .list.join(",")
+        )
+
     s = pl.concat_str(
-        [pl.when(pl.col(h)).then(pl.lit(n)) for n, h in hits], separator=",", ignore_nulls=True
+        [pl.when(pl.col(h)).then(label(n, h)) for n, h in hits], separator=",", ignore_nulls=True
     )
     return pl.when(s == "").then(empty).otherwise(s.str.split(","))
 
@@ -278,7 +393,17 @@ def apply_rules(items: pl.DataFrame, rules: RuleSet) -> FilterResult:
     """Split items into kept and rejected by the active rules, with counts. Order is kept."""
     active = rules.active
     hc = [(r, f"__hit_{i}") for i, r in enumerate(active)]  # rule, its hit column
-    df = items.with_columns([_hit(r).fill_null(False).alias(c) for r, c in hc])
+    why = {c: _why(i) for i, (r, c) in enumerate(hc) if r.type == "weak_secret"}
+    if why:  # weak secrets: found in Python, on the rows the prefilter flags
+        items = items.with_columns(
+            [suspect_column(items, r.params["field"]).alias(why[c]) for r, c in hc if c in why]
+        )
+    df = items.with_columns(
+        [
+            (pl.col(why[c]).list.len() > 0 if c in why else _hit(r)).fill_null(False).alias(c)
+            for r, c in hc
+        ]
+    )
     drop = [(r.name, c) for r, c in hc if r.action == "drop"]
     flag = [(r.name, c) for r, c in hc if r.action == "flag"]
     secret = [c for r, c in hc if r.type == "secret"]
@@ -290,7 +415,7 @@ def apply_rules(items: pl.DataFrame, rules: RuleSet) -> FilterResult:
     df = df.with_columns(
         first.alias("rule"),
         _names(drop).alias("rules"),
-        _names(flag).alias("flags"),
+        _names(flag, why).alias("flags"),
         (pl.any_horizontal([pl.col(c) for c in secret]) if secret else pl.lit(False)).alias(
             "__secret"
         ),
@@ -312,8 +437,14 @@ def apply_rules(items: pl.DataFrame, rules: RuleSet) -> FilterResult:
     kept = df.filter(pl.col("rule").is_null())
     rej = df.filter(pl.col("rule").is_not_null())
     by_rule = {r.name: r for r in active}
+    col = {r.name: c for r, c in hc}
+
+    def reason_of(n: str) -> pl.Expr:
+        c = col[n]
+        return pl.col(why[c]).list.join("; ") if c in why else _reason(by_rule[n])
+
     reason = _when_chain(  # before masking: a secret's reason names the pattern that matched
-        [(pl.col("rule") == n, _reason(by_rule[n])) for n in dropped], pl.col("rule")
+        [(pl.col("rule") == n, reason_of(n)) for n in dropped], pl.col("rule")
     )
     rej = rej.with_columns(reason.alias("reason"))
     if counts["__masked"]:

@@ -13,11 +13,18 @@ from pipeline.filter.regex import (
     FORMAT_STRIP_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
+    MINIFIED_SEPARATORS,
+    MINIFIED_SPACE_RE,
+    MINIFIED_SYMBOL_RE,
+    REPO_NAME_RE,
+    REPO_SLOT,
     TOKEN_RE,
+    repo_literal,
     with_flags,
 )
 from pipeline.filter.rules import Rule, RuleSet
 from pipeline.ingest.base import count_lines
+from pipeline.secrets import CONTENT_FIELDS, sample_path, suspects
 
 
 def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, list[str]]:
@@ -31,11 +38,34 @@ def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, l
     def txt(f: str) -> str:
         return row.get(f) or ""
 
+    name = re.search(REPO_NAME_RE.replace("$", r"\Z"), txt("repo"))  # `{repo}` in a path glob
+
+    def regex(p: str) -> str | None:
+        if REPO_SLOT not in p:
+            return p
+        return p.replace(REPO_SLOT, repo_literal(name.group(1))) if name else None
+
     def search(r: Rule, f: str, key: str = "patterns") -> bool:
         return any(
-            re.search(with_flags(p, bool(r.params.get("ignore_case"))), txt(f))
+            re.search(with_flags(x, bool(r.params.get("ignore_case"))), txt(f))
             for _, p in r.params[key]
+            if (x := regex(p)) is not None
         )
+
+    def minified(r: Rule, f: str) -> bool:
+        p = r.params
+
+        def dense(ln: str) -> bool:
+            n, symbols = len(ln), 100 * len(re.findall(MINIFIED_SYMBOL_RE, ln))
+            return (
+                100 * len(re.findall(MINIFIED_SPACE_RE, ln)) <= p["max_space_share"] * n
+                and p["min_symbol_share"] * n <= symbols <= p["max_symbol_share"] * n
+                and all(
+                    100 * ln.count(c) >= p["min_separator_share"] * n for c in MINIFIED_SEPARATORS
+                )
+            )
+
+        return any(dense(ln) for ln in txt(f).split("\n") if len(ln) >= p["min_line_chars"])
 
     def blank(f: str) -> bool:
         return re.fullmatch(r"\s*", txt(f)) is not None
@@ -83,8 +113,28 @@ def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, l
             )
         elif t == "blank":
             hit = all(blank(f) for f in p["field"])
-        elif t in ("regex", "secret"):
+        elif t == "minified":
+            hit = any(minified(r, f) for f in p["field"])
+        elif t == "regex":
             hit = any(search(r, f) for f in p["field"])
+        elif t == "secret":
+            sample = sample_path(row.get("path"))
+            hit = any(search(r, f) for f in p["field"]) or any(
+                search(r, f, "sample_patterns")
+                for f in p["field"]
+                if not (sample and f in CONTENT_FIELDS)
+            )
+        elif t == "weak_secret":
+            found = [
+                x
+                for f in p["field"]
+                for x in suspects(txt(f), row.get("path") if f in CONTENT_FIELDS else None)
+            ]
+            hit = bool(found)
+            if hit and r.action == "flag":
+                reasons = dict.fromkeys(reason for _, _, reason in found)
+                flags += [f"{r.name}:{reason}" for reason in reasons]
+                continue
         elif t == "path":
             hit = (
                 search(r, "path")

@@ -30,6 +30,23 @@ IMPORT_LINE_RE = (
     r"(?m)^[ \t]*(?:(?:from|import)[ \t][^\n]*|[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?,?|[()])[ \t]*$"
 )
 IMPORT_KEYWORD_RE = r"(?m)^[ \t]*(?:from|import)[ \t]"  # the hunk is in an import block
+# minified: what is counted in a long line (spaces and tabs; symbols: neither a word character nor
+# a space; the statement separators ; and } are counted each on its own)
+MINIFIED_SPACE_RE = r"[ \t]"
+MINIFIED_SYMBOL_RE = r"[^A-Za-z0-9_ \t]"
+MINIFIED_SEPARATORS = (";", "}")
+# `{repo}` in a path glob: the item's repository name, the last part of `repo` when it is a plain
+# name (letters, digits, _ . -); the glob's regex holds REPO_SLOT where the name goes, matched
+# literally (repo_literal). An item whose repo has no such name cannot match that glob.
+REPO_GLOB = "{repo}"
+REPO_SLOT = r"\{repo\}"
+REPO_NAME_RE = r"(?:^|/)([A-Za-z0-9_.-]+)$"
+REPO_ESCAPE_RE = r"[.\-]"  # the only characters of a plain name that a regex reads specially
+
+
+def repo_literal(name: str) -> str:
+    """A repository name as a regex matching exactly it (as polars builds it: . and - escaped)."""
+    return re.sub(REPO_ESCAPE_RE, lambda m: "\\" + m.group(0), name)
 
 
 def with_flags(pattern: str, ignore_case: bool) -> str:
@@ -191,6 +208,10 @@ def _glob_body(glob: str) -> str:
             out.append(".*")
             i += 2
             continue
+        if glob.startswith(REPO_GLOB, i):
+            out.append(REPO_SLOT)
+            i += len(REPO_GLOB)
+            continue
         if c == "{":
             close = glob.find("}", i)
             if close > i and "{" not in glob[i + 1 : close]:
@@ -215,7 +236,8 @@ def glob_to_regex(glob: str) -> str:
     """Path glob -> regex. No `/`: any file of that name; trailing `/`: a folder anywhere.
 
     `*` is any run within one path part, `**` any run across parts, `?` one character,
-    `{a,b,}` one of the comma-separated alternatives (an empty one allowed, no nesting).
+    `{a,b,}` one of the comma-separated alternatives (an empty one allowed, no nesting),
+    `{repo}` the item's repository name (REPO_SLOT in the regex; not inside braces).
     """
     body = _glob_body(glob)
     if glob.startswith("/"):

@@ -128,8 +128,10 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
     "secret": {
         "field": (False, SECRET_FIELDS),
         "patterns": (True, None),
+        "sample_patterns": (False, ()),  # secrets outside test fixtures and docs only
         "ignore_case": (False, False),
     },
+    "weak_secret": {"field": (False, SECRET_FIELDS)},  # pipeline.secrets.suspects: no mask
     "bot_author": {
         "patterns": (False, ()),
         "ignore_case": (False, True),
@@ -142,7 +144,19 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
         "before_blank": (False, False),
     },
     "language": {"allow": (True, None)},
+    # a long line with few spaces, a code-like share of symbols and both ; and }: minified JS or
+    # CSS (a regex literal is mostly symbols; a data string or markup lacks ; or })
+    "minified": {
+        "field": (False, ("before", "after")),
+        "min_line_chars": (False, 200),
+        "max_space_share": (False, 10),
+        "min_symbol_share": (False, 15),
+        "max_symbol_share": (False, 45),
+        "min_separator_share": (False, 0.3),
+    },
 }
+# percents of a line, 0..100 (int or float)
+_SHARES = ("max_space_share", "min_symbol_share", "max_symbol_share", "min_separator_share")
 _COMMON = ("name", "type", "action", "enabled", "description")
 
 
@@ -180,8 +194,8 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
         v = d[key]
         if key == "field":
             params[key] = _fields(v, fail)
-        elif key == "patterns":
-            params[key] = _patterns(v, fail)
+        elif key in ("patterns", "sample_patterns"):
+            params[key] = _patterns(v, fail, key)
         elif key in ("globs", "except"):
             params[key] = () if key == "except" and v == [] else _patterns(v, fail, key, "glob")
         elif key == "allow":
@@ -190,10 +204,21 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
             if v not in UNITS:
                 fail(f"unit {v!r} must be one of {', '.join(UNITS)}")
             params[key] = v
-        elif key in ("min", "max"):
+        elif key in ("min", "max", "min_line_chars"):
             params[key] = _int(v, fail, key)
+            if key == "min_line_chars" and params[key] < 1:
+                fail("`min_line_chars` must be at least 1")
+        elif key in _SHARES:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 100:
+                fail(f"`{key}` is a percent of the line, a number from 0 to 100; got {v!r}")
+            params[key] = v
         else:
             params[key] = _bool(v, fail, key)
+    if typ == "minified" and params["min_symbol_share"] > params["max_symbol_share"]:
+        fail(
+            f"min_symbol_share {params['min_symbol_share']} > "
+            f"max_symbol_share {params['max_symbol_share']}"
+        )
     if typ == "length":
         lo, hi = params["min"], params["max"]
         if lo is None and hi is None:
@@ -205,16 +230,21 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
         params["except_patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["except"])
     if typ == "bot_author" and not params["patterns"] and not params["use_author_is_bot"]:
         fail("a bot_author rule needs `patterns` or `use_author_is_bot: true`")
-    for label, pat in (*params.get("patterns", ()), *params.get("except_patterns", ())):
+    for label, pat in (
+        *params.get("patterns", ()),
+        *params.get("sample_patterns", ()),
+        *params.get("except_patterns", ()),
+    ):
         problem = check_pattern(pat, params.get("ignore_case", False))
         if problem:
             fail(f"pattern {label!r}: {problem}" if label != pat else problem)
-    for label, pat in params.get("patterns", ()) if typ == "secret" else ():
+    masking = (*params.get("patterns", ()), *params.get("sample_patterns", ()))
+    for label, pat in masking if typ == "secret" else ():
         if re.search(
             with_flags(pat, params.get("ignore_case", False)), ""
         ):  # masks between letters
             fail(f"pattern {label!r}: a secret pattern must not match the empty string")
-    for key in ("patterns", "except_patterns"):
+    for key in ("patterns", "sample_patterns", "except_patterns"):
         problem = check_combined(
             [p for _, p in params.get(key, ())], params.get("ignore_case", False)
         )
@@ -281,6 +311,9 @@ def _raw_rules(path: Path, stack: tuple[Path, ...]) -> list[tuple[dict[str, Any]
     out: list[tuple[dict[str, Any], str]] = []
     for inc in includes:
         target = _resolve(inc, path.parent)
+        shipped = RULES_DIR / f"{inc}.yaml"  # a bare name no file beside this one holds: ours
+        if not target.is_file() and re.fullmatch(r"[A-Za-z0-9_-]+", inc) and shipped.is_file():
+            target = shipped
         if not target.is_file():
             raise RulesError(f"{path}: include {inc!r}: no rules file {target}")
         out += _raw_rules(target, (*stack, path))

@@ -90,7 +90,7 @@ def finished(tmp_path_factory):
         row(7, after=row(7)["before"]),
         row(8, before="v = 1", after="v = 2", path="a.cfg"),
         row(9, before="v = 3", after="v = 4", path="b.cfg"),
-        row(10, context=f"token = {SECRETS['Tr0ub4dor&3']}"),
+        row(10, context=f"token = {SECRETS['AKIAZ7QX3M4N5P6R7S8T']}"),
     ]
     res, run_dir = run(tmp, rows)
     assert_sound_run(res, run_dir)

@@ -34,7 +34,6 @@ NO_SLASH: dict[str, str] = {
         "xoxb-2748392011-4820138471234-Zx81bQ7kPp2LmN3vR9sT4wY6"
     ),
     JWT: JWT,
-    "Tr0ub4dor&3": "PASSWORD=Tr0ub4dor&3",
 }
 __all__ = ["JWT", "KEY_BODY"]
 
