@@ -381,6 +381,25 @@ CAUGHT = [
     (dict(comment="Revert part of #4712 (#4790)", **JS), "revert_commit", "'partial_revert'"),
     (dict(comment="Partial revert of 3f9e2a1 for the fetch adapter", **JS), "revert_commit", ""),
     (dict(comment="Revert email regex changes", **TS), "revert_commit", "'revert_changes'"),
+    # a subject that starts with a revert verb, partial reverts and mixed subjects included
+    (dict(comment="Reverted tsdx", **TS), "revert_commit", "'revert_subject'"),
+    (dict(comment="Revert type fix", **TS), "revert_commit", "'revert_subject'"),
+    (dict(comment="Roll back stack override", **TS), "revert_commit", "'revert_subject'"),
+    (dict(comment="Revert -X stuff", **RUST), "revert_commit", "'revert_subject'"),
+    (dict(comment="Started reverting changes", **TS), "revert_commit", "'revert_subject'"),
+    (
+        dict(comment="Revert Llama-style loading change. Add test (#578)", **GO),
+        "revert_commit",
+        "'revert_subject'",
+    ),
+    (
+        dict(
+            comment="Fixed FormData posting in browser environment by reverting #3785; (#4640)",
+            **JS,
+        ),
+        "revert_commit",
+        "'reverting_a_change'",
+    ),
     (
         dict(comment="Revert some changes that are only needed at release", **TS),
         "revert_commit",
@@ -512,13 +531,12 @@ KEPT = [
     dict(comment="Fix format tests", **JAVA),
     dict(comment="Support format args in end-of-line comments", **JAVA),
     # revert words that are not a revert of an earlier commit
-    dict(comment="Revert button color", **JS),
     dict(comment="Revert to the default timeout when none is given", **JS),
     dict(comment='Reapply "Add --max-results" with the Windows fix', **RUST),
     dict(comment="Reapply #4552 after the release", **TS),
-    dict(comment="Revert Llama-style loading change. Add test (#578)", **GO),
-    dict(comment="Revert changes in help text, add /issues in manpage", **RUST),
+    dict(comment="Revert on insufficient balance", **TS),
     dict(comment="Undo button for the playground", **TS),
+    dict(comment="Undo/redo for the editor", **JS),
     dict(comment="Roll back database changes when a migration fails", **JAVA),
     dict(comment="Don't revert the transaction on a read-only error", **JAVA),
     # not whitespace-only: a real edit

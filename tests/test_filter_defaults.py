@@ -260,7 +260,6 @@ NOT_CAUGHT = [
     # code that only looks like a changelog, a revert or a formatter run
     dict(path="src/app/changes.py", after="def diff(a, b):\n    return b - a", **ADDED),
     dict(path="news/models.py", after="class Article(models.Model):", **ADDED),
-    dict(comment="Revert Llama 70B loading change. Add test (#578)"),
     dict(comment="Add quantization test and revert lightning version (#1605)"),
     dict(comment="Don't revert the cache on failure"),
     dict(comment="Fix off-by-one in the pager and reformat"),

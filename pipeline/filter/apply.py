@@ -225,7 +225,12 @@ def _hit(rule: Rule) -> pl.Expr:
     if t == "minified":
         return pl.any_horizontal([_minified_lines(rule, f) for f in p["field"]])
     if t == "regex":
-        return pl.any_horizontal([_any_pattern(rule, f) for f in p["field"]])
+        hit = pl.any_horizontal([_any_pattern(rule, f) for f in p["field"]])
+        if p["except_patterns"]:
+            hit = hit & ~pl.any_horizontal(
+                [_any_pattern(rule, f, "except_patterns") for f in p["field"]]
+            )
+        return hit
     if t == "secret":
         return pl.any_horizontal([_secret_hit(rule, f) for f in p["field"]])
     if t == "path":

@@ -116,7 +116,9 @@ def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, l
         elif t == "minified":
             hit = any(minified(r, f) for f in p["field"])
         elif t == "regex":
-            hit = any(search(r, f) for f in p["field"])
+            hit = any(search(r, f) for f in p["field"]) and not any(
+                search(r, f, "except_patterns") for f in p["field"]
+            )
         elif t == "secret":
             sample = sample_path(row.get("path"))
             hit = any(search(r, f) for f in p["field"]) or any(

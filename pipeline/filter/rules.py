@@ -124,7 +124,12 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
     "whitespace_only": {},
     "format_only": {},
     "blank": {"field": (False, ("before", "after"))},
-    "regex": {"field": (True, None), "patterns": (True, None), "ignore_case": (False, False)},
+    "regex": {
+        "field": (True, None),
+        "patterns": (True, None),
+        "except": (False, ()),  # regexes: an item one of them matches is not a match
+        "ignore_case": (False, False),
+    },
     "secret": {
         "field": (False, SECRET_FIELDS),
         "patterns": (True, None),
@@ -197,7 +202,8 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
         elif key in ("patterns", "sample_patterns"):
             params[key] = _patterns(v, fail, key)
         elif key in ("globs", "except"):
-            params[key] = () if key == "except" and v == [] else _patterns(v, fail, key, "glob")
+            kind = "glob" if typ == "path" else "regex"
+            params[key] = () if key == "except" and v == [] else _patterns(v, fail, key, kind)
         elif key == "allow":
             params[key] = _strlist(v, fail, key)
         elif key == "unit":
@@ -228,6 +234,8 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
     if typ == "path":  # globs stay as written (the canonical form); patterns are their regexes
         params["patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["globs"])
         params["except_patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["except"])
+    if typ == "regex":
+        params["except_patterns"] = params["except"]
     if typ == "bot_author" and not params["patterns"] and not params["use_author_is_bot"]:
         fail("a bot_author rule needs `patterns` or `use_author_is_bot: true`")
     for label, pat in (
