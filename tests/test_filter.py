@@ -128,7 +128,6 @@ NOT_CAUGHT = [
     dict(author="Talbot"),  # ends in "bot" but is a person
     dict(author="Abbot Cabot"),
     dict(before="    rev: v1.20.2", after="    rev: v2.0.0", comment="Bump hooks"),  # bump
-    dict(comment="Bump version to 0.5.13"),
     dict(comment="nit: rename to total_count"),
     dict(comment="done refactoring the parser"),
     dict(path="src/locker.py"),
@@ -246,7 +245,8 @@ def test_strict_includes_default_and_overrides_its_thresholds():
     assert by["whitespace_only"].action == "drop"
     assert {r.name: r for r in DEFAULT.rules}["before_chars"].params["max"] == 16000
     assert decide(STRICT, before="x" * 5000)[0] == "before_chars"
-    assert decide(STRICT, comment="v1.2.3-rc1")[0] == "version_comment"
+    assert decide(DEFAULT, comment="v1.2.3-rc1")[0] == "contentless_comment"  # a version only
+    assert decide(STRICT, path="docs/guide.md")[0] == "prose_file"
     assert decide(STRICT, before="a  b", after="a b")[0] == "whitespace_only"
     assert DEFAULT.fingerprint != STRICT.fingerprint
 
@@ -365,7 +365,7 @@ def test_stage_writes_kept_and_rejected_that_verify_conserves(tmp_path, cli):
         item(source_ref="r1"),
         item(source_ref="r2", path="uv.lock"),
         item(source_ref="r2dup", path="uv.lock"),  # an exact duplicate: same id twice
-        item(source_ref="r3", before="x = 'a'", after='x = "a"'),  # format_only: flagged
+        item(source_ref="r3", path="docs/usage.md"),  # prose_file: flagged
         item(source_ref="r4", after=f"t = '{GH_TOKEN}'"),
     ]
     rows[2]["id"] = rows[1]["id"]
@@ -379,7 +379,7 @@ def test_stage_writes_kept_and_rejected_that_verify_conserves(tmp_path, cli):
     assert rej.schema.remove_metadata() == REJECTED_SCHEMA
     assert kept.select(ITEM_SCHEMA.names).schema.remove_metadata() == ITEM_SCHEMA  # dedup reads it
     assert kept.column("source_ref").to_pylist() == ["r1", "r3"]
-    assert kept.column("flags").to_pylist() == [[], ["format_only"]]
+    assert kept.column("flags").to_pylist() == [[], ["prose_file"]]
     assert rej.column("rule").to_pylist() == ["lock_file", "lock_file", "secret"]
     assert GH_TOKEN not in str(rej.column("after").to_pylist())
     m = json.loads((run / "filter" / "manifest.json").read_text())

@@ -381,6 +381,24 @@ CAUGHT = [
     (dict(comment="Revert part of #4712 (#4790)", **JS), "revert_commit", "'partial_revert'"),
     (dict(comment="Partial revert of 3f9e2a1 for the fetch adapter", **JS), "revert_commit", ""),
     (dict(comment="Revert email regex changes", **TS), "revert_commit", "'revert_changes'"),
+    # a comment that says nothing about the edit: a version, a release, an editor's default
+    (dict(comment="Zod 4.1 (#5130)", **TS), "contentless_comment", "'version_only'"),
+    (dict(comment="3.25.65", **TS), "contentless_comment", "'version_only'"),
+    (dict(comment="Releasing 0.20.0", **JS), "contentless_comment", "'version_only'"),
+    (
+        dict(comment="[maven-release-plugin] prepare release javapoet-1.2.0", **JAVA),
+        "contentless_comment",
+        "'version_only'",
+    ),
+    (dict(comment="Update README.md", **GO), "contentless_comment", "'editor_default'"),
+    (dict(comment="Create Cargo.toml", **RUST), "contentless_comment", "'editor_default'"),
+    (dict(comment="Initial commit", **GO), "contentless_comment", "'initial_commit'"),
+    # a formatter's edit beyond whitespace: quote style
+    (
+        dict(before="import { z } from 'zod';", after='import { z } from "zod";', **TS),
+        "format_only",
+        "",
+    ),
     # a subject that starts with a revert verb, partial reverts and mixed subjects included
     (dict(comment="Reverted tsdx", **TS), "revert_commit", "'revert_subject'"),
     (dict(comment="Revert type fix", **TS), "revert_commit", "'revert_subject'"),
@@ -530,6 +548,13 @@ KEPT = [
     dict(comment="Add z.string().format()", **TS),
     dict(comment="Fix format tests", **JAVA),
     dict(comment="Support format args in end-of-line comments", **JAVA),
+    # subjects that name a version or a file and say what was done
+    dict(comment="Update README.md\n\nDocument the --exec-batch flag", **RUST),
+    dict(comment="Update parser to handle 1.2 syntax", **TS),
+    dict(comment="Add support for Go 1.21", **GO),
+    dict(comment="Bump clap to 4.1", **RUST),
+    dict(comment="Add logging", **JAVA),
+    dict(comment="Initial commit of the route matcher rewrite", **GO),
     # revert words that are not a revert of an earlier commit
     dict(comment="Revert to the default timeout when none is given", **JS),
     dict(comment='Reapply "Add --max-results" with the Windows fix', **RUST),
@@ -571,6 +596,7 @@ def test_the_reason_of_a_minified_line_names_the_measures():
 KEEP_FORMATTING = """include: default
 override:
   whitespace_only: {action: flag}
+  format_only: {action: flag}
   formatter_commit: {action: flag}
 """
 
@@ -590,6 +616,9 @@ def test_a_rules_file_including_default_by_name_keeps_whitespace_and_formatter_e
         assert decide(**fields)[0] == "whitespace_only", lang
         assert decide(rules, **fields) == (None, None, ["whitespace_only"]), lang
     assert decide(rules, comment="style: rustfmt everything") == (None, None, ["formatter_commit"])
+    quotes = dict(before="import { z } from 'zod';", after='import { z } from "zod";')
+    assert decide(**quotes)[0] == "format_only"
+    assert decide(rules, **quotes) == (None, None, ["format_only"])
     assert decide(rules, path="uv.lock")[0] == "lock_file"  # the rest of default unchanged
     # strict drops them, as before
     assert decide(STRICT, **WS_ONLY["go"])[0] == "whitespace_only"

@@ -343,8 +343,13 @@ def test_what_only_looks_like_it_is_kept_unflagged(fields):
 
 
 @pytest.mark.parametrize(("fields", "flags"), FLAGGED, ids=lambda v: str(v)[:50])
-def test_prose_and_format_only_are_flagged_by_default_and_dropped_by_strict(fields, flags):
-    assert decide(**fields) == (None, None, flags)
+def test_prose_is_flagged_by_default_format_only_dropped_and_both_dropped_by_strict(fields, flags):
+    """format_only is a formatter's edit: dropped by default since the code-corpus defaults
+    (a rules file with `override: {format_only: {action: flag}}` keeps it flagged)."""
+    if flags == ["format_only"]:
+        assert decide(**fields)[0] == "format_only"
+    else:
+        assert decide(**fields) == (None, None, flags)
     rule, reason, _ = decide(STRICT, **fields)
     assert rule == flags[0]
     assert reason
@@ -383,10 +388,10 @@ NEW_DROPS = {
     "formatter_commit": dict(comment="Run black on all files"),
     "blank_edit": dict(before="", after="", lines_removed=1, lines_added=0),
     "changelog_entry": dict(path="CHANGELOG.md", after="## 2.3.0\n\n- Add --fix.\n", **ADDED),
+    "format_only": dict(before='x = "a"', after="x = 'a'"),
 }
 NEW_FLAGS = {
     "prose_file": dict(path="docs/usage.md"),
-    "format_only": dict(before='x = "a"', after="x = 'a'"),
 }
 
 
