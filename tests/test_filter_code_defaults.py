@@ -381,6 +381,13 @@ CAUGHT = [
     (dict(comment="Revert part of #4712 (#4790)", **JS), "revert_commit", "'partial_revert'"),
     (dict(comment="Partial revert of 3f9e2a1 for the fetch adapter", **JS), "revert_commit", ""),
     (dict(comment="Revert email regex changes", **TS), "revert_commit", "'revert_changes'"),
+    # a scratch file
+    (
+        dict(path="src/playground.ts", after="const s = z.string().email();", **TS),
+        "scratch_file",
+        "",
+    ),
+    (dict(path="scratch.py", after="print(model(x).shape)", comment="wip"), "scratch_file", ""),
     # a comment that says nothing about the edit: a version, a release, an editor's default
     (dict(comment="Zod 4.1 (#5130)", **TS), "contentless_comment", "'version_only'"),
     (dict(comment="3.25.65", **TS), "contentless_comment", "'version_only'"),
@@ -548,6 +555,8 @@ KEPT = [
     dict(comment="Add z.string().format()", **TS),
     dict(comment="Fix format tests", **JAVA),
     dict(comment="Support format args in end-of-line comments", **JAVA),
+    # a playground app's own code is not a scratch file
+    dict(path="packages/playground/src/App.tsx", after="export function App() {", **TS),
     # subjects that name a version or a file and say what was done
     dict(comment="Update README.md\n\nDocument the --exec-batch flag", **RUST),
     dict(comment="Update parser to handle 1.2 syntax", **TS),
