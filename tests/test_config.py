@@ -211,7 +211,12 @@ def test_the_fingerprint_is_the_canonical_text_of_the_values(tmp_path):
     assert a == b and a.fingerprint("ingest") == b.fingerprint("ingest")
     assert a.fingerprint("dedup") == load_config(None).fingerprint("dedup")
     section = a.section("dedup")
-    assert section["threshold"] == 0.8 and section["keeper"] == ["-comment_len", "created_at", "id"]
+    assert section["threshold"] == 0.8 and section["keeper"] == [
+        "-comment_len",
+        "created_at",
+        "path_depth",
+        "id",
+    ]
     del section["driver_edges"]  # how the work is cut up, not what it gives: not fingerprinted
     assert (
         a.fingerprint("dedup") == hashlib.sha256(canonical_text(section).encode()).hexdigest()[:16]

@@ -197,8 +197,11 @@ class DedupConfig(Section):
     edge_floor: float = Field(default=0.5, gt=0.0, le=1.0)
     # Which item of a cluster is kept: rank keys in order, "-" = largest first; ties then
     # broken by id, source, source_ref. Keys: comment_len, after_len, lines_changed,
-    # created_at (nulls last), human, id.
-    keeper: list[str] = Field(default_factory=lambda: ["-comment_len", "created_at", "id"])
+    # created_at (nulls last), path_depth (folders in the path: of one edit copied to several
+    # files in one commit, the shallowest is kept), human, id.
+    keeper: list[str] = Field(
+        default_factory=lambda: ["-comment_len", "created_at", "path_depth", "id"]
+    )
     batch_size: int = Field(default=100_000, ge=1)  # items shingled and MinHashed per batch
     # run.executor = "ray": past this many candidate pairs from the bands, the pairs stay on
     # Ray through verification and clustering (the driver holds none); the same result

@@ -16,7 +16,15 @@ TRANSFORM_NAMES = ("unrepr", "github_repo", "url_tail", "strip", "lower")
 ITEM_FIELDS = tuple(n for n in ITEM_SCHEMA.names if n not in ("id", "source", "source_ref"))
 ShingleMode = Literal["tokens", "chars"]
 # Keys a dedup keeper rank may use (pipeline/dedup/clusters.py RANK_KEYS); "-key" = descending.
-RANK_KEY_NAMES = ("comment_len", "after_len", "lines_changed", "created_at", "human", "id")
+RANK_KEY_NAMES = (
+    "comment_len",
+    "after_len",
+    "lines_changed",
+    "created_at",
+    "path_depth",
+    "human",
+    "id",
+)
 ShapePolicy = Literal["annotate", "cap", "spread"]
 ShapeScope = Literal["change", "repo", "corpus", "edit"]
 SplitBy = Literal["ratio", "repo", "change", "time"]

@@ -27,6 +27,9 @@ RANK_KEYS = {
         pl.col("lines_removed").cast(pl.Int64) + pl.col("lines_added").cast(pl.Int64)
     ),
     "created_at": lambda: pl.col("created_at"),
+    # folders in the path: of one edit made to several files at once, a copy nests deeper
+    # (deno/lib/x.ts beside src/x.ts, vendor/y/x.go, docs/README.md)
+    "path_depth": lambda: pl.col("path").fill_null("").str.count_matches("/"),
     "human": lambda: ~pl.col("author_is_bot"),
     "id": lambda: pl.col("id"),
 }
@@ -35,6 +38,7 @@ RANK_COLUMNS = {
     "after_len": ["after"],
     "lines_changed": ["lines_removed", "lines_added"],
     "created_at": ["created_at"],
+    "path_depth": ["path"],
     "human": ["author_is_bot"],
     "id": ["id"],
 }
