@@ -381,6 +381,14 @@ CAUGHT = [
     (dict(comment="Revert part of #4712 (#4790)", **JS), "revert_commit", "'partial_revert'"),
     (dict(comment="Partial revert of 3f9e2a1 for the fetch adapter", **JS), "revert_commit", ""),
     (dict(comment="Revert email regex changes", **TS), "revert_commit", "'revert_changes'"),
+    # a botched merge
+    (
+        dict(
+            path="README.md", after="<<<<<<< HEAD\nmux\n=======\ngorilla/mux\n>>>>>>> f85983", **GO
+        ),
+        "conflict_marker",
+        "",
+    ),
     # a scratch file
     (
         dict(path="src/playground.ts", after="const s = z.string().email();", **TS),
@@ -400,6 +408,11 @@ CAUGHT = [
     (dict(comment="Update README.md", **GO), "contentless_comment", "'editor_default'"),
     (dict(comment="Create Cargo.toml", **RUST), "contentless_comment", "'editor_default'"),
     (dict(comment="Initial commit", **GO), "contentless_comment", "'initial_commit'"),
+    (dict(comment="Prepare for 10.1.0 release", **RUST), "contentless_comment", "'release_prep'"),
+    (dict(comment="Bump version number", **RUST), "contentless_comment", "'release_prep'"),
+    (dict(comment="Changes from review", **RUST), "contentless_comment", "'says_nothing'"),
+    (dict(comment="Address review comments", **JAVA), "contentless_comment", "'says_nothing'"),
+    (dict(comment="wip", **TS), "contentless_comment", "'says_nothing'"),
     # a formatter's edit beyond whitespace: quote style
     (
         dict(before="import { z } from 'zod';", after='import { z } from "zod";', **TS),
@@ -555,6 +568,9 @@ KEPT = [
     dict(comment="Add z.string().format()", **TS),
     dict(comment="Fix format tests", **JAVA),
     dict(comment="Support format args in end-of-line comments", **JAVA),
+    # removing conflict markers fixes a botched merge; a Markdown underline is not one
+    dict(before="<<<<<<< HEAD\nfn main() {}\n=======", after="fn main() {}", **RUST),
+    dict(path="README.md", after="gorilla/mux\n===========", **GO),
     # a playground app's own code is not a scratch file
     dict(path="packages/playground/src/App.tsx", after="export function App() {", **TS),
     # subjects that name a version or a file and say what was done
@@ -563,6 +579,10 @@ KEPT = [
     dict(comment="Add support for Go 1.21", **GO),
     dict(comment="Bump clap to 4.1", **RUST),
     dict(comment="Add logging", **JAVA),
+    dict(comment="Address review comments: validate the port before binding", **GO),
+    dict(comment="Changes from review\n\nMove the glob check before the walk", **RUST),
+    dict(comment="Prepare the release workflow for arm64 builds", **JS),
+    dict(comment="Clean up the route matcher", **GO),
     dict(comment="Initial commit of the route matcher rewrite", **GO),
     # revert words that are not a revert of an earlier commit
     dict(comment="Revert to the default timeout when none is given", **JS),
