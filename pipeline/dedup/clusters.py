@@ -46,39 +46,19 @@ TIE_BREAK = ("id", "source", "source_ref")  # always appended: a total order ove
 
 
 @nb.njit(inline="always")
-def _jaccard(va, i, ie, vb, j, je):
-    """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je]; 0 if one is empty."""
-    na, nb_ = ie - i, je - j
-    if na == 0 or nb_ == 0:
-        return 0.0
-    inter = 0
-    while i < ie and j < je:
-        x, y = va[i], vb[j]
-        if x == y:
-            inter += 1
-            i += 1
-            j += 1
-        elif x < y:
-            i += 1
-        else:
-            j += 1
-    return inter / (na + nb_ - inter)
-
-
-@nb.njit(inline="always")
-def _side_jaccard(va, i, ie, vb, j, je):
-    """The lowest of the four part Jaccards of change sets va[i:ie] and vb[j:je] (sorted
-    unique; an element's part is its two low bits: change or text, removed or put in;
-    change.py): a part empty in both is 1.0, empty in one 0.0."""
-    na, nb_, inter = np.zeros(4, np.int64), np.zeros(4, np.int64), np.zeros(4, np.int64)
+def _jaccard(va, i, ie, vb, j, je, parts, empty):
+    """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je], taken apart for each
+    of `parts` parts (an element's part: its value mod parts; change sets have four, change.py)
+    and the lowest returned; a part empty in A and B counts `empty`, one empty in one 0."""
+    na, nb_, inter = np.zeros(parts, np.int64), np.zeros(parts, np.int64), np.zeros(parts, np.int64)
     for q in range(i, ie):
-        na[va[q] & 3] += 1
+        na[va[q] % parts] += 1
     for q in range(j, je):
-        nb_[vb[q] & 3] += 1
+        nb_[vb[q] % parts] += 1
     while i < ie and j < je:
         x, y = va[i], vb[j]
         if x == y:
-            inter[x & 3] += 1
+            inter[x % parts] += 1
             i += 1
             j += 1
         elif x < y:
@@ -86,38 +66,34 @@ def _side_jaccard(va, i, ie, vb, j, je):
         else:
             j += 1
     low = 1.0
-    for p in range(4):
-        if na[p] or nb_[p]:
-            low = min(low, inter[p] / (na[p] + nb_[p] - inter[p]))
+    for p in range(parts):
+        u = na[p] + nb_[p] - inter[p]
+        low = min(low, empty if u == 0 else inter[p] / u)
     return low
 
 
 @nb.njit(parallel=True, cache=True)
 def exact_jaccard(offsets, values, a, b, change=False):
     """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k] (0 if one is
-    empty or both are); with `change`, the sets are change sets and this is their
-    side-by-side Jaccard (_side_jaccard: two edits that change nothing are the same change)."""
+    empty or both are); with `change`, the sets are change sets and this is the lowest of
+    their four parts' Jaccards (two edits that change nothing are the same change)."""
+    parts, empty = (4, 1.0) if change else (1, 0.0)
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
         i, ie, j, je = offsets[x], offsets[x + 1], offsets[y], offsets[y + 1]
-        if change:
-            out[k] = _side_jaccard(values, i, ie, values, j, je)
-        else:
-            out[k] = _jaccard(values, i, ie, values, j, je)
+        out[k] = _jaccard(values, i, ie, values, j, je, parts, empty)
     return out
 
 
 @nb.njit(parallel=True, cache=True)
 def exact_jaccard_cross(oa, va, ob, vb, a, b, change=False):
     """exact_jaccard of item a[k] of one CSR set (oa, va) and item b[k] of another (ob, vb)."""
+    parts, empty = (4, 1.0) if change else (1, 0.0)
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
         x, y = a[k], b[k]
-        if change:
-            out[k] = _side_jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
-        else:
-            out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1])
+        out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1], parts, empty)
     return out
 
 
