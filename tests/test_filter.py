@@ -225,17 +225,22 @@ def test_secrets_are_masked_in_every_output_and_never_in_a_reason(tmp_path):
     assert GH_TOKEN not in _strings(res.kept)
 
 
-def test_vectorised_rules_agree_with_the_per_row_reference():
-    rows = [item(**f, source_ref=f"c{i}") for i, (f, _, _) in enumerate(CAUGHT)]
-    rows += [item(**f, source_ref=f"n{i}") for i, f in enumerate(NOT_CAUGHT)]
-    rows.append(item(before="", after="", lines_removed=1, lines_added=0, source_ref="b"))
-    for rules in (DEFAULT, STRICT):
+def assert_vectorised_is_the_reference(rows: list[dict], *rule_sets) -> None:
+    """Each row's (rule, flags) under every rule set: apply_rules as reference_decide says."""
+    for rules in rule_sets:
         res = apply_rules(frame(rows), rules)
         got = {r["source_ref"]: (r["rule"], r["flags"]) for r in res.rejected.iter_rows(named=True)}
         got |= {r["source_ref"]: (None, r["flags"]) for r in res.kept.iter_rows(named=True)}
         assert len(got) == len(rows)
         for row in rows:
             assert got[row["source_ref"]] == reference_decide(rules, row), row["source_ref"]
+
+
+def test_vectorised_rules_agree_with_the_per_row_reference():
+    rows = [item(**f, source_ref=f"c{i}") for i, (f, _, _) in enumerate(CAUGHT)]
+    rows += [item(**f, source_ref=f"n{i}") for i, f in enumerate(NOT_CAUGHT)]
+    rows.append(item(before="", after="", lines_removed=1, lines_added=0, source_ref="b"))
+    assert_vectorised_is_the_reference(rows, DEFAULT, STRICT)
 
 
 def test_strict_includes_default_and_overrides_its_thresholds():

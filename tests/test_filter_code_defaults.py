@@ -17,10 +17,16 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.filter.apply import apply_rules, reference_decide
 from pipeline.filter.rules import RULES_DIR, RulesError, load_rules
 from tests.conftest import toml_config
-from tests.test_filter import DEFAULT, STRICT, _fake_ingest, decide, frame, item
+from tests.test_filter import (
+    DEFAULT,
+    STRICT,
+    _fake_ingest,
+    assert_vectorised_is_the_reference,
+    decide,
+    item,
+)
 
 ADDED = dict(before="", lines_removed=0)  # a hunk that only adds lines
 SHA = "9c3f5e2a7b1d4c6e8f0a2b4c6d8e0f1a3b5c7d9e"
@@ -749,13 +755,7 @@ def test_vectorised_rules_agree_with_the_per_row_reference_on_every_fixture(tmp_
         item(after="a" * 40 + ";}" + "(" * 5, source_ref="r5"),
         item(before="\u00e9" * 300 + ";}" * 10, source_ref="r6"),
     ]
-    for rules in (DEFAULT, STRICT, keep, minified_loose):
-        res = apply_rules(frame(rows), rules)
-        got = {r["source_ref"]: (r["rule"], r["flags"]) for r in res.rejected.iter_rows(named=True)}
-        got |= {r["source_ref"]: (None, r["flags"]) for r in res.kept.iter_rows(named=True)}
-        assert len(got) == len(rows)
-        for row in rows:
-            assert got[row["source_ref"]] == reference_decide(rules, row), row["source_ref"]
+    assert_vectorised_is_the_reference(rows, DEFAULT, STRICT, keep, minified_loose)
 
 
 NEW_DROPS = {
