@@ -428,6 +428,7 @@ CAUGHT = [
     # a subject that starts with a revert verb, partial reverts and mixed subjects included
     (dict(comment="Reverted tsdx", **TS), "revert_commit", "'revert_subject'"),
     (dict(comment="Revert type fix", **TS), "revert_commit", "'revert_subject'"),
+    (dict(comment="fix: revert named exports", **JS), "revert_commit", "'revert_subject'"),
     (dict(comment="Roll back stack override", **TS), "revert_commit", "'revert_subject'"),
     (dict(comment="Revert -X stuff", **RUST), "revert_commit", "'revert_subject'"),
     (dict(comment="Started reverting changes", **TS), "revert_commit", "'revert_subject'"),
