@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from pipeline.filter.reference import reference_decide
@@ -25,11 +26,12 @@ from pipeline.filter.regex import (
     MINIFIED_SEPARATORS,
     MINIFIED_SPACE_RE,
     MINIFIED_SYMBOL_RE,
-    REPO_ESCAPE_RE,
+    REPO_NAME_CHARS,
     REPO_NAME_RE,
     REPO_SLOT,
     TOKEN_RE,
     combine,
+    repo_literal,
     with_flags,
 )
 from pipeline.filter.rules import Rule, RuleSet
@@ -74,22 +76,30 @@ def _rx(rule: Rule, pat: str) -> str:
     return with_flags(pat, bool(rule.params.get("ignore_case")))
 
 
-def _repo_regex(rule: Rule, pat: str) -> pl.Expr:
-    """A glob regex with `{repo}` slots, per row: the slots filled with the item's repository
-    name (. and - escaped); null (no match) where `repo` has no plain name."""
-    name = _text("repo").str.extract(REPO_NAME_RE, 1)
-    literal = name.str.replace_all(REPO_ESCAPE_RE, r"\$0")
-    head, *rest = _rx(rule, pat).split(REPO_SLOT)
-    parts: list[pl.Expr] = [pl.lit(head)]
-    for tail in rest:
-        parts += [literal, pl.lit(tail)]
-    return pl.concat_str(parts)
+def _repo_hits(s: pl.Series, rx: str) -> pl.Series:
+    """Rows of struct column s (t: text, r: repo) whose text matches glob regex rx with its
+    `{repo}` slots filled by the row's repository name. The column is scanned once with any
+    plain name in the slots; only the rows that pass are matched again, one regex per name
+    (a regex per row costs 160 us: 8 s of 50,000 items)."""
+    text, repo = s.struct.field("t"), s.struct.field("r")
+    out = np.zeros(len(s), dtype=bool)
+    rows = np.flatnonzero(text.str.contains(rx.replace(REPO_SLOT, REPO_NAME_CHARS)).to_numpy())
+    if len(rows):
+        names = repo.gather(rows).str.extract(REPO_NAME_RE, 1)
+        cand = pl.DataFrame({"row": rows, "t": text.gather(rows), "name": names})
+        for (name,), g in cand.drop_nulls("name").group_by("name", maintain_order=True):
+            hit = g["t"].str.contains(rx.replace(REPO_SLOT, repo_literal(str(name))))
+            out[g["row"].to_numpy()[hit.to_numpy()]] = True
+    return pl.Series(out)
 
 
 def _matches(rule: Rule, f: str, pat: str) -> pl.Expr:
-    """One pattern of the rule on one field (a `{repo}` glob compiled per repository)."""
+    """One pattern of the rule on one field (a `{repo}` glob per repository: _repo_hits)."""
     if REPO_SLOT in pat:
-        return _text(f).str.contains(_repo_regex(rule, pat)).fill_null(False)
+        rx = _rx(rule, pat)
+        return pl.struct(_text(f).alias("t"), _text("repo").alias("r")).map_batches(
+            lambda s: _repo_hits(s, rx), return_dtype=pl.Boolean
+        )
     return _text(f).str.contains(_rx(rule, pat))
 
 

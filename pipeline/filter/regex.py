@@ -41,6 +41,7 @@ MINIFIED_SEPARATORS = (";", "}")
 REPO_GLOB = "{repo}"
 REPO_SLOT = r"\{repo\}"
 REPO_NAME_RE = r"(?:^|/)([A-Za-z0-9_.-]+)$"
+REPO_NAME_CHARS = "[A-Za-z0-9_.-]+"  # any plain name in a slot: a superset of one repo's
 REPO_ESCAPE_RE = r"[.\-]"  # the only characters of a plain name that a regex reads specially
 
 
