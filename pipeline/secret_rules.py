@@ -26,6 +26,7 @@ mean other character sets (Python's `\\s` also takes U+001C..U+001F).
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -51,6 +52,7 @@ TOKEN_FORMATS = {
     "huggingface_token": r"\bhf_[A-Za-z0-9]{30,}",
     "npm_token": r"\bnpm_[A-Za-z0-9]{36}",
     "pypi_token": r"\bpypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{16,}",
+    "anthropic_key": r"\bsk-ant-(?:api|admin)[0-9]{2}-[A-Za-z0-9_-]{80,}",
 }
 
 
@@ -102,26 +104,69 @@ def code_path(path: str | None) -> bool:
     return path.rsplit(".", 1)[-1].lower() in CODE_EXTENSIONS
 
 
+class Comments:
+    """Where a text's comments and docstrings are, found once: `pos in comments` says whether
+    text[pos] is inside a comment or a docstring: a comment line (`//`, `#`, `*`, `/*`, `-- `,
+    `;`, `<!--`), a trailing comment (`x = 1  // ...`), or a line inside a block comment or a
+    triple-quoted string (a docstring) opened on a line above. Each position costs a bisect,
+    not a rescan of the text before it (a long line with many findings was quadratic)."""
+
+    _LEADS = ("//", "/*", "*", "-- ", "<!--", ";", "%")
+    _BLOCKS = (("/*", "*/"), ("<!--", "-->"))
+
+    def __init__(self, text: str):
+        self.text = text
+        self.breaks = [m.start() for m in re.finditer("\n", text)]
+        self.blocks = [
+            ([m.start() for m in re.finditer(re.escape(o), text)],
+             [m.start() for m in re.finditer(re.escape(c), text)], len(o), len(c))
+            for o, c in self._BLOCKS
+        ]  # fmt: skip
+        self.triples = [m.start() for m in re.finditer("\"\"\"|'''", text)]
+        self._trailing: dict[int, int] = {}
+
+    def _first_trailing(self, start: int) -> int:
+        """The end of the first trailing-comment marker of the line at `start` that stands
+        outside quotes (an even count of each quote before it), or -1."""
+        if start not in self._trailing:
+            i = bisect.bisect_left(self.breaks, start)
+            end = self.breaks[i] if i < len(self.breaks) else len(self.text)
+            line, found = self.text[start:end], -1
+            for m in _TRAILING_COMMENT.finditer(line):
+                before = line[: m.start()]
+                if before.count('"') % 2 == 0 and before.count("'") % 2 == 0:
+                    found = start + m.end()
+                    break
+            self._trailing[start] = found
+        return self._trailing[start]
+
+    def __contains__(self, pos: int) -> bool:
+        text = self.text
+        i = bisect.bisect_left(self.breaks, pos)
+        start = self.breaks[i - 1] + 1 if i else 0
+        lead_at = start
+        while lead_at < pos and text[lead_at] in " \t\r\f\v":
+            lead_at += 1
+        lead = text[lead_at : min(pos, lead_at + 8)]
+        if lead.startswith(self._LEADS):
+            return True
+        if lead.startswith("#") and not lead.startswith(("#define", "#include", "#if")):
+            return True
+        trailing = self._first_trailing(start)
+        if 0 <= trailing <= pos:
+            return True
+        for opens, closes, lo, lc in self.blocks:  # a block opened on a line above
+            k = bisect.bisect_right(opens, start - lo) - 1
+            c = bisect.bisect_right(closes, start - lc) - 1
+            o = opens[k] if k >= 0 else -1
+            if o >= 0 and o > (closes[c] if c >= 0 else -1) and (o == 0 or text[o - 1].isspace()):
+                return True
+        return bisect.bisect_right(self.triples, start - 3) % 2 == 1
+
+
 def in_comment(text: str, pos: int) -> bool:
-    """Whether text[pos] is inside a comment or a docstring: a comment line (`//`, `#`, `*`,
-    `/*`, `-- `, `;`, `<!--`), a trailing comment (`x = 1  // ...`), or a line inside a block
-    comment or a triple-quoted string (a docstring) opened on a line above."""
-    start = text.rfind("\n", 0, pos) + 1
-    head = text[start:pos]
-    lead = head.lstrip()
-    if lead.startswith(("//", "/*", "*", "-- ", "<!--", ";", "%")):
-        return True
-    if lead.startswith("#") and not lead.startswith(("#define", "#include", "#if")):
-        return True
-    for m in _TRAILING_COMMENT.finditer(head):
-        before = head[: m.start()]
-        if before.count('"') % 2 == 0 and before.count("'") % 2 == 0:
-            return True
-    for opener, closer in (("/*", "*/"), ("<!--", "-->")):  # a block opened on a line above
-        o = text.rfind(opener, 0, start)
-        if o >= 0 and o > text.rfind(closer, 0, start) and (o == 0 or text[o - 1].isspace()):
-            return True
-    return (text.count('"""', 0, start) + text.count("'''", 0, start)) % 2 == 1
+    """Whether text[pos] is inside a comment or a docstring (Comments; for one position)."""
+    return pos in Comments(text)
 
 
 _TRAILING_COMMENT = re.compile(r"(?:^|(?<=\s))(?://|#)")
@@ -132,10 +177,11 @@ _TRAILING_COMMENT = re.compile(r"(?:^|(?<=\s))(?://|#)")
 # A value that is a placeholder as a whole: a template (${X}, {{ x }}, <x>, %(x)s) or a mask
 # (***..., ..., xxxxxx, sk-xxxxxxxx).
 _TEMPLATE = re.compile(
-    r"""^(?:\$\{?[\w.-]*\}? | \{\{?[^}]*\}?\} | <[^>]*> | %\([^)]*\)s | \*{3,}.* | \.{3,}
-    | [\w.-]*?(?:x{4,}|X{4,})[\w.-]*)$""",
+    r"""^(?:\$\{?[\w.-]*\}? | \{\{?[^}]*\}?\} | <[^>]*> | %\([^)]*\)s | \*{3,}.* | \.{3,})$""",
     re.X,
 )
+_MASKED = re.compile(r"[\w.-]*")  # ... with xxxx or XXXX in it (tested apart: as one regex,
+# [\w.-]*?x{4,}[\w.-]* backtracked cubically on a long run of x)
 _WORDS_ONLY = re.compile(r"[A-Za-z]+(?:[ _.-]+[A-Za-z]+)*")
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # Or words only (a digit or a symbol makes it a value) naming what goes there:
@@ -158,7 +204,8 @@ _SAMPLE_WORDS = {
 }
 _SEGMENT_WORDS = frozenset(_VOCAB | _SAMPLE_WORDS | _LEAD)
 # a fixture's value: test-token-123, fake_password_1, dummy-key-42
-_FIXTURE = re.compile(r"(?i)(?:test|fake|dummy|mock|example|sample)(?:[_.-]?[a-z]+)*[_.-]?\d*")
+# (one way to split it: an optional separator between letter runs backtracked exponentially)
+_FIXTURE = re.compile(r"(?i)(?:test|fake|dummy|mock|example|sample)[a-z]*(?:[_.-][a-z]+)*[_.-]?\d*")
 
 
 def _segments(word: str) -> bool:
@@ -171,7 +218,7 @@ def _segments(word: str) -> bool:
 
 def placeholder(v: str) -> bool:
     """Whether the value as a whole is a placeholder or an example, not a literal."""
-    if _TEMPLATE.match(v):
+    if _TEMPLATE.match(v) or (("xxxx" in v or "XXXX" in v) and _MASKED.fullmatch(v)):
         return True
     if not _WORDS_ONLY.fullmatch(v):
         return bool(_FIXTURE.fullmatch(v)) and all(
@@ -343,10 +390,11 @@ def own_rules() -> list[Rule]:
             r"eyJ[A-Za-z0-9_-]{8,}\.eyJ",
             tier=SAMPLE,
         ),
-        Rule(  # unquoted too (env files); detect-secrets' own AWS pattern needs quotes
+        Rule(  # unquoted too (env files); detect-secrets' own AWS pattern needs quotes; the
+            # SDKs' and CloudFormation's names too (secretAccessKey, SecretAccessKey, AWS_SECRET)
             "aws_secret_access_key",
             _AWS_SECRET_ASSIGN,
-            r"(?i:aws_?secret_?(?:access_?)?key)",
+            r"(?i:(?:aws_?)?secret_?access_?key|aws_?secret(?:_?key)?)",
             "v",
             lambda m: random_key(m.group("v")),
         ),
@@ -370,7 +418,7 @@ def own_rules() -> list[Rule]:
 
 
 _AWS_SECRET_ASSIGN = re.compile(
-    r"(?i:aws_?secret_?(?:access_?)?key)(?:\\*[\"'])?\s*(?::|=)\s*(?:\\*[\"'])?"
+    r"(?i:(?:aws_?)?secret_?access_?key|aws_?secret(?:_?key)?)(?:\\*[\"'])?\s*(?::|=)\s*(?:\\*[\"'])?"
     r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
 

@@ -61,12 +61,12 @@ from pipeline.secret_rules import (
     SAMPLE_PATH,
     TOKEN_FORMATS,
     WEAK,
+    Comments,
     Rule,
     assignment_reason,
     code_path,
     detect_secrets_rules,
     entropy,
-    in_comment,
     key_tail_start,
     own_rules,
     placeholder,
@@ -315,9 +315,10 @@ def suspects(
         return []
     code = code_path(path)
     strong = find(text, path=path)
+    comments = Comments(text)
     out = []
     for s, e, reason in found:
-        if any(s < se and ss < e for ss, se, _ in strong) or in_comment(text, s):
+        if any(s < se and ss < e for ss, se, _ in strong) or s in comments:
             continue
         if code and text[s - 1 : s] not in ('"', "'"):
             continue  # unquoted in source code: an expression

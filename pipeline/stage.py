@@ -176,7 +176,7 @@ PIPELINE: tuple[Stage, ...] = (
         ),
         step=_ref("export.stage", "step"),
         summary=_ref("export.stage", "print_summary"),
-        code=("export", "template.py", "dedup/clusters.py", "shapes/normalise.py"),
+        code=("export", "template.py", "verify.py", "dedup/clusters.py", "shapes/normalise.py"),
     ),
 )
 

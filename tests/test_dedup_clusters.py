@@ -37,6 +37,20 @@ def test_keeper_rank_longest_comment_then_earliest_then_id():
     assert out["id"].to_list() == ["b", "c", "a", "d"]
 
 
+def test_path_depth_keeps_the_shallowest_path_and_a_missing_path_last():
+    df = pl.DataFrame(
+        {
+            "g": [0, 0, 0, 0],
+            "id": ["a", "b", "c", "d"],
+            "source": "s",
+            "source_ref": "r",
+            "path": [None, "deno/lib/types.ts", "src/types.ts", "vendor/x/src/types.ts"],
+        }
+    )
+    out = best_first(df, "g", ["path_depth", "id"])
+    assert out["id"].to_list() == ["c", "b", "d", "a"]
+
+
 def test_stars_match_the_reference_on_random_graphs():
     from pipeline.dedup.clusters import stars, stars_reference
 

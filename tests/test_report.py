@@ -375,3 +375,23 @@ def test_kept_sample_is_seeded_drawn_from_the_export_and_stable(run, tmp_path):
     md = (run / "report" / "report.md").read_text()
     sec = md[md.index(HEADINGS[7]) : md.index(HEADINGS[8])]
     assert sec.count("\n#### ") == 20 and all(f"`{m['id']}`" in sec for m in k["items"])
+
+
+def test_a_possible_secret_is_counted_in_the_report_but_never_shown(tmp_path):
+    """Its text is kept as written (a guess is never masked): the report must not copy it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.report.filtering import flag_counts
+
+    base = {"repo": "o/r", "change": "c", "path": "x", "before": "", "comment": "m"}
+    rows = [
+        {**base, "id": "a1", "flags": ["possible_secret:password_assignment"], "after": "pw"},
+        {**base, "id": "b2", "flags": ["prose_file"], "after": "Read the docs."},
+    ]
+    (tmp_path / "filter").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "filter" / "kept.parquet")
+    got = {f["flag"]: f for f in flag_counts(tmp_path)["flags"]}
+    assert got["possible_secret:password_assignment"]["items"] == 1
+    assert got["possible_secret:password_assignment"]["examples"] == []
+    assert len(got["prose_file"]["examples"]) == 1

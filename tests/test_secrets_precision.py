@@ -364,3 +364,36 @@ def test_the_js_ts_rust_go_java_corpora_lose_at_most_three_items_to_secrets(tmp_
     kept = pl.read_parquet(d / "kept.parquet")
     assert not kept["after"].str.contains("[REDACTED:", literal=True).any()
     assert not kept["before"].str.contains("[REDACTED:", literal=True).any()
+
+
+AWS_KEY = "Zq8kL2mN4pR6sT8vX0bC2dF4hJ6kM8nQ1rT3wY5z"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"  secretAccessKey: '{AWS_KEY}',",  # the JS SDK's name
+        f"      SecretAccessKey: {AWS_KEY}",  # CloudFormation
+        f"AWS_SECRET={AWS_KEY}",
+        'ANTHROPIC_API_KEY = "sk-ant-api03-' + "a1B2_c3D4-" * 9 + '"',
+    ],
+)
+def test_a_real_key_under_another_name_or_a_newer_format_is_masked(text):
+    masked, fired = S.mask(text)
+    assert fired and "[REDACTED:" in masked
+    assert AWS_KEY not in masked and "a1B2_c3D4" not in masked
+
+
+def test_hostile_values_cost_linear_time():
+    """Each took minutes or days (nested repeats backtracking): a fixture-like password in a
+    URL (`test` + letters), a long run of x, a long line of weak findings (a comment scan
+    per finding)."""
+    from pipeline.secret_rules import placeholder
+
+    assert not placeholder("test" + "a" * 60 + "1x")
+    assert placeholder("test_token_42") and placeholder("sk-xxxxxxxx")
+    assert not placeholder("x" * 100_000 + "!")
+    url = 'DATABASE_URL = "postgres://app:test' + "a" * 60 + '1x@db:5432/app"'
+    assert S.mask(url)[1] == ["basic_auth_credentials"]  # a literal password, masked
+    line = 'password = "Xk9pQ2mZ7rT4" ' * 8000
+    assert len(S.suspects(line, path="deploy/prod.env")) == 8000

@@ -29,7 +29,7 @@ RANK_KEYS = {
     "created_at": lambda: pl.col("created_at"),
     # folders in the path: of one edit made to several files at once, a copy nests deeper
     # (deno/lib/x.ts beside src/x.ts, vendor/y/x.go, docs/README.md)
-    "path_depth": lambda: pl.col("path").fill_null("").str.count_matches("/"),
+    "path_depth": lambda: pl.col("path").str.count_matches("/"),
     "human": lambda: ~pl.col("author_is_bot"),
     "id": lambda: pl.col("id"),
 }
@@ -50,7 +50,24 @@ def _jaccard(va, i, ie, vb, j, je, parts, empty):
     """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je], taken apart for each
     of `parts` parts (an element's part: its value mod parts; change sets have four, change.py)
     and the lowest returned; a part empty in A and B counts `empty`, one empty in one 0."""
-    na, nb_, inter = np.zeros(parts, np.int64), np.zeros(parts, np.int64), np.zeros(parts, np.int64)
+    if parts == 1:  # shingle sets, every candidate pair: one merge, no counts to keep
+        n, inter = (ie - i) + (je - j), 0
+        while i < ie and j < je:
+            x, y = va[i], vb[j]
+            if x == y:
+                inter += 1
+                i += 1
+                j += 1
+            elif x < y:
+                i += 1
+            else:
+                j += 1
+        return empty if n == 0 else inter / (n - inter)
+    na, nb_, inter_p = (
+        np.zeros(parts, np.int64),
+        np.zeros(parts, np.int64),
+        np.zeros(parts, np.int64),
+    )
     for q in range(i, ie):
         na[va[q] % parts] += 1
     for q in range(j, je):
@@ -58,7 +75,7 @@ def _jaccard(va, i, ie, vb, j, je, parts, empty):
     while i < ie and j < je:
         x, y = va[i], vb[j]
         if x == y:
-            inter[x % parts] += 1
+            inter_p[x % parts] += 1
             i += 1
             j += 1
         elif x < y:
@@ -67,8 +84,8 @@ def _jaccard(va, i, ie, vb, j, je, parts, empty):
             j += 1
     low = 1.0
     for p in range(parts):
-        u = na[p] + nb_[p] - inter[p]
-        low = min(low, empty if u == 0 else inter[p] / u)
+        u = na[p] + nb_[p] - inter_p[p]
+        low = min(low, empty if u == 0 else inter_p[p] / u)
     return low
 
 

@@ -85,6 +85,9 @@ def _exported_ids(run_dir: Path) -> pl.DataFrame | None:
     return pl.concat([pl.read_parquet(f, columns=["id"]) for f in files]).unique()
 
 
+NOT_SHOWN = ("possible_secret",)  # flags whose examples the report leaves out
+
+
 def flag_counts(run_dir: Path, per_flag: int = FLAG_EXAMPLES) -> dict[str, Any]:
     """{kept, flagged, exported_known, flags: [{flag, items, share, exported, examples}]}: per
     flag, the rows of filter/kept.parquet it marks (an item may carry several flags), how many
@@ -134,7 +137,8 @@ def flag_counts(run_dir: Path, per_flag: int = FLAG_EXAMPLES) -> dict[str, Any]:
     rows = []
     for r in counted.iter_rows(named=True):
         ex = []
-        for i in r["ids"]:
+        # a possible secret is kept as written: the report counts it, never shows its text
+        for i in [] if r["flag"].startswith(NOT_SHOWN) else r["ids"]:
             if i in byid:
                 x = byid[i]
                 ex.append({**member(x), "flags": list(x.get("flags") or [])})
