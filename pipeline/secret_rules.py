@@ -253,7 +253,8 @@ _ASSIGN = re.compile(
     r"""(?P<name>[\w.-]{0,64}?(?:"""  # bounded: a long word run cost O(n^2) (13 s at 20k)
     + KEYWORDS
     + r""")(?:\\*["'])?)                 # the name ends with a credential word
-    (?:\s*:\s*&?(?:'static\s+)?[A-Za-z_][\w\[\], .]*?)??  # a type (password: str, &str)
+    (?:\s*:\s*&?(?:'static\s+)?[A-Za-z_][\w\[\], .]{0,60}?)??  # a type (password: str,
+    # &str); bounded: it overlaps the space after it, and a long run of spaces was quadratic
     \s*(?::=|=>|=|:)\s*
     (?:(?P<q>\\*["'])(?P=q){0,2}(?P<quoted>[^"'\n]{6,200}?)  # quoted, or triple-quoted
        (?:(?P=q)|(?=\\*["']|\r?\n|\Z))                   # closed, or cut off
