@@ -126,8 +126,8 @@ FLAGGED = {
         'const db = { user: "app", password: "Zx9!pq-42ab" };\n',
         "password_assignment",
     ),
-    "ts_playground": (
-        "src/playground.ts",
+    "ts_form_defaults": (
+        "src/form/defaults.ts",
         '  email: "not an email",\n  password: "peanuts",\n',
         "password_assignment",
     ),
