@@ -11,6 +11,11 @@ CONFIG = Path(__file__).resolve().parents[1] / "data" / "shared-corpora.toml"
 EXPECTED = {  # records per file, from ../shared/data/README.md
     "pre-commit-hooks": 3868,
     "litgpt": 19905,
+    "fd": 11151,
+    "axios": 22478,
+    "zod": 41867,
+    "gorilla-mux": 1458,
+    "javapoet": 5165,
     "nofuneval-latency": 47,
     "nofuneval-resource_util": 51,
 }
