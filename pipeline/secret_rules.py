@@ -164,11 +164,6 @@ class Comments:
         return bisect.bisect_right(self.triples, start - 3) % 2 == 1
 
 
-def in_comment(text: str, pos: int) -> bool:
-    """Whether text[pos] is inside a comment or a docstring (Comments; for one position)."""
-    return pos in Comments(text)
-
-
 _TRAILING_COMMENT = re.compile(r"(?:^|(?<=\s))(?://|#)")
 
 
@@ -280,7 +275,7 @@ def _literal_secret(v: str, quoted: bool) -> bool:
         return False
     if _ENCRYPTED_VALUE.match(v) or alphabet(v):
         return False
-    if _AWS_SECRET.fullmatch(v):  # its / would make it a path below
+    if random_key(v):  # its / would make it a path below
         return True
     if placeholder(v) or _CODE.search(v) or _PATH.match(v):
         return False
@@ -391,11 +386,10 @@ def own_rules() -> list[Rule]:
             r"eyJ[A-Za-z0-9_-]{8,}\.eyJ",
             tier=SAMPLE,
         ),
-        Rule(  # unquoted too (env files); detect-secrets' own AWS pattern needs quotes; the
-            # SDKs' and CloudFormation's names too (secretAccessKey, SecretAccessKey, AWS_SECRET)
+        Rule(  # unquoted too (env files); detect-secrets' own AWS pattern needs quotes
             "aws_secret_access_key",
             _AWS_SECRET_ASSIGN,
-            r"(?i:(?:aws_?)?secret_?access_?key|aws_?secret(?:_?key)?)",
+            _AWS_SECRET_NAME,
             "v",
             lambda m: random_key(m.group("v")),
         ),
@@ -418,9 +412,12 @@ def own_rules() -> list[Rule]:
     ]
 
 
+# what an AWS secret key is named: aws_secret_access_key, the SDKs' and CloudFormation's
+# secretAccessKey / SecretAccessKey, AWS_SECRET
+_AWS_SECRET_NAME = r"(?i:(?:aws_?)?secret_?access_?key|aws_?secret(?:_?key)?)"
 _AWS_SECRET_ASSIGN = re.compile(
-    r"(?i:(?:aws_?)?secret_?access_?key|aws_?secret(?:_?key)?)(?:\\*[\"'])?\s*(?::|=)\s*(?:\\*[\"'])?"
-    r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    _AWS_SECRET_NAME
+    + r"(?:\\*[\"'])?\s*(?::|=)\s*(?:\\*[\"'])?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
 
 
@@ -442,7 +439,7 @@ TEMPLATE_PASSWORDS = {"x-oauth-basic", "x-access-token", "oauth2", "token"}
 
 def _aws_ok(m: re.Match[str]) -> bool:
     """An access key id (AKIA...) as matched; a secret key named aws...key: random-looking."""
-    return m.re.groups == 0 or _AWS_SECRET.fullmatch(m.group(1)) is not None
+    return m.re.groups == 0 or random_key(m.group(1))
 
 
 def _url_auth_ok(m: re.Match[str]) -> bool:
