@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.export.split import SPLITS
 from pipeline.runs import StageFailed
 
 TOKEN_RE = r"\w+|[^\w\s]"
@@ -22,6 +23,14 @@ COMMENT_CHARS = 300
 
 class ReportFailed(StageFailed):
     """report cannot run: the run folder lacks the stages it reads."""
+
+
+def export_files(run_dir: Path) -> dict[str, Path]:
+    """The export's split files that exist, by split (none where the export has not run)."""
+    d = run_dir / "export"
+    if not (d / "manifest.json").exists():
+        return {}
+    return {s: p for s in SPLITS if (p := d / f"{s}.parquet").exists()}
 
 
 def pct(a: float, b: float) -> float:

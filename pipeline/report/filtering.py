@@ -12,11 +12,11 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.report.common import ITEM_COLS, member, pct
+from pipeline.export.split import SPLITS
+from pipeline.report.common import ITEM_COLS, export_files, member, pct
 
 EXAMPLES = 5  # examples shown per rule
 FLAG_EXAMPLES = 2  # examples shown per flag
-SPLITS = ("train", "validation", "test")
 
 
 def rule_examples(rejected: pl.DataFrame, per_rule: int = EXAMPLES) -> list[dict[str, Any]]:
@@ -79,10 +79,10 @@ def filter_rules(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
 
 def _exported_ids(run_dir: Path) -> pl.DataFrame | None:
     """id of every exported item (None when the export has not run)."""
-    files = [run_dir / "export" / f"{s}.parquet" for s in SPLITS]
-    if not (run_dir / "export" / "manifest.json").exists() or not all(f.exists() for f in files):
+    files = export_files(run_dir)
+    if len(files) < len(SPLITS):
         return None
-    return pl.concat([pl.read_parquet(f, columns=["id"]) for f in files]).unique()
+    return pl.concat([pl.read_parquet(f, columns=["id"]) for f in files.values()]).unique()
 
 
 NOT_SHOWN = ("possible_secret",)  # flags whose examples the report leaves out

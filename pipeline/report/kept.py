@@ -16,11 +16,11 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.report.common import ITEM_COLS, member
+from pipeline.export.split import SPLITS
+from pipeline.report.common import ITEM_COLS, export_files, member
 from pipeline.runs import read_manifest
 
 KEPT_SAMPLE = 20  # items shown
-SPLITS = ("train", "validation", "test")
 SALT = "kept sample"
 
 
@@ -43,16 +43,15 @@ def kept_sample(run_dir: Path, n: int = KEPT_SAMPLE) -> dict[str, Any]:
     seed = m.get("seed")
     seed_note = "the export's seed" if seed is not None else "the export did not record its seed"
     seed = int(seed or 0)
-    files = {s: run_dir / "export" / f"{s}.parquet" for s in SPLITS}
+    files = export_files(run_dir)
     ids: list[str] = []
     for f in files.values():
-        if f.exists():
-            ids += pl.read_parquet(f, columns=["id"])["id"].to_list()
+        ids += pl.read_parquet(f, columns=["id"])["id"].to_list()
     chosen = pick(ids, seed, n)
     rank = {i: k for k, i in enumerate(chosen)}
     rows: list[dict[str, Any]] = []
     for s, f in files.items():
-        if not f.exists() or not chosen:
+        if not chosen:
             continue
         lf = pl.scan_parquet(f)
         have = set(lf.collect_schema().names())

@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.export.split import SPLITS
 from pipeline.report import plots
 from pipeline.report.common import TOKEN_RE, counts, stats
 from pipeline.report.sampling import read_shapes
@@ -167,7 +168,7 @@ def funnel(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
             )
     if "export" in manifests:  # every item it reads is in one split
         ec = manifests["export"]["counts"]
-        out = sum(ec.get(s, 0) for s in ("train", "validation", "test"))
+        out = sum(ec.get(s, 0) for s in SPLITS)
         stages.append({"stage": "export", "in": ec["items_in"], "out": out})
     for s in stages:
         s["removed"] = s["in"] - s["out"] if s["stage"] != "ingest" else s["in"] - s["left"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.export.split import sharing_change
+from pipeline.export.split import SPLITS, sharing_change
 from pipeline.report.common import ReportFailed, relativize
 from pipeline.report.dedup import dedup
 from pipeline.report.filtering import filter_rules
@@ -89,7 +89,7 @@ def splits(run_dir: Path) -> dict[str, Any]:
             "share": round(100.0 * c[sp] / n, 2),
             "groups": c[f"groups_{sp}"],
         }
-        for sp in ("train", "validation", "test")
+        for sp in SPLITS
     ]
     return {
         "present": True,
