@@ -352,18 +352,15 @@ def _toks(data, s, e, mode, cls, one, out):
 
 
 @nb.njit
-def _span_shingles(data, s, e, h, n, cls, one, tmp, out):
-    """out[:m] = _mix_k of the n-gram shingle hashes (tag state h) of data[s:e]'s tokens, as
-    shingle_kernel makes them; returns m."""
-    nt = _tokenise(data, s, e, False, cls, one, tmp)
+def _grams(data, s, e, mode, h, n, cls, one, tmp, out):
+    """out[:m] = the n-gram shingle hashes (tag state h) of data[s:e]'s tokens as _toks makes
+    them in `mode` (a field of fewer tokens: one gram of them all, as shingle_kernel); m."""
+    nt = _toks(data, s, e, mode, cls, one, tmp)
     if nt == 0:
         return 0
     k = n if nt >= n else nt
-    m = nt - k + 1
-    _shingles(h, tmp, k, out[:m])
-    for p in range(m):
-        out[p] = np.uint32(_mix_k(np.uint64(out[p])))
-    return m
+    _shingles(h, tmp, k, out[: nt - k + 1])
+    return nt - k + 1
 
 
 @nb.njit(inline="always")
@@ -404,22 +401,23 @@ def change_kernel(data, offs, tags, n, cls, one, chunks, start, out, counts):
             b0, b1, a0, a1 = offs[0, i], offs[0, i + 1], offs[1, i], offs[1, i + 1]
             m = 0
             for side, lo, hi in ((0, b0, b1), (1, a0, a1)):  # each side's text
-                nt = _toks(data, lo, hi, 3, cls, one, tmp)
-                if nt:
-                    k = n if nt >= n else nt
-                    _shingles(ht, tmp, k, raw[m : m + nt - k + 1])
-                    for q in range(m, m + nt - k + 1):
-                        raw[q] = (raw[q] & np.uint32(0xFFFFFFFC)) | np.uint32(2 + side)
-                    m += nt - k + 1
+                g = _grams(data, lo, hi, 3, ht, n, cls, one, tmp, raw[m:])
+                for q in range(m, m + g):
+                    raw[q] = (raw[q] & np.uint32(0xFFFFFFFC)) | np.uint32(2 + side)
+                m += g
             p, s = _span(data, b0, b1, a0, a1, cls)
             b0, b1, a0, a1 = b0 + p, b1 - s, a0 + p, a1 - s
             for mode in (0, 1, 2, 3):  # words, symbols too, whitespace too, else shingles
                 if mode < 3:
                     nx = _toks(data, b0, b1, mode, cls, one, x)
                     ny = _toks(data, a0, a1, mode, cls, one, y)
-                else:
-                    nx = _span_shingles(data, b0, b1, hs, n, cls, one, tmp, x)
-                    ny = _span_shingles(data, a0, a1, hs, n, cls, one, tmp, y)
+                else:  # the spans' token n-grams (mode 1: \\w runs and symbols)
+                    nx = _grams(data, b0, b1, 1, hs, n, cls, one, tmp, x)
+                    ny = _grams(data, a0, a1, 1, hs, n, cls, one, tmp, y)
+                    for q in range(nx):
+                        x[q] = np.uint32(_mix_k(np.uint64(x[q])))
+                    for q in range(ny):
+                        y[q] = np.uint32(_mix_k(np.uint64(y[q])))
                 x[:nx].sort()
                 y[:ny].sort()
                 made = _left(x, nx, y, ny, 0, raw, m)
