@@ -47,7 +47,6 @@ from pipeline.verify import (
 )
 
 SPLITS = ("train", "validation", "test")
-CHANGE_KEY = tuple(CHANGE_COLUMNS)  # split_by = "change": a change is its repo and change id
 EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
 
 
@@ -84,7 +83,7 @@ def groupings(
     if e.split_by == "repo":
         out.append(("repo", items.select("id", pl.col("repo").alias("key"))))
     if e.split_by == "change":
-        out.append(("change", column_keys(items, list(CHANGE_KEY))))
+        out.append(("change", column_keys(items, CHANGE_COLUMNS)))
     return out
 
 
@@ -209,7 +208,7 @@ def manifest_groupings(e: ExportConfig, component: str) -> list[dict[str, Any]]:
     if e.split_by == "repo":
         out.append({"name": "repo", "column": "repo"})
     if e.split_by == "change":
-        out.append({"name": "change", "columns": list(CHANGE_KEY)})
+        out.append({"name": "change", "columns": list(CHANGE_COLUMNS)})
     return out
 
 
@@ -235,7 +234,7 @@ WHOLE_CHANGES = ("change", "repo")  # split rules that keep every change in one 
 
 def sharing_by_source(items: pl.DataFrame, split_of: pl.DataFrame) -> pl.DataFrame:
     """source, held_out, sharing_change (verify.held_out_sharing_change) of the export."""
-    splits = items.select("id", "source", *CHANGE_KEY).join(
+    splits = items.select("id", "source", *CHANGE_COLUMNS).join(
         split_of.select("id", "split"), on="id", how="inner"
     )
     return held_out_sharing_change(splits)
