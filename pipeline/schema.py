@@ -170,6 +170,26 @@ _NAME_LANG = {
     "license": "text",
     "setup.cfg": "ini",
 }
+# Prose, not code: a "comment" line there is text (a Markdown heading, a doc's example output).
+PROSE_LANGUAGES = ("", "markdown", "restructuredtext", "text")
+# Languages whose line comments start with `#` (the rest: `//`), for the commented_code rule.
+HASH_COMMENT_LANGUAGES = (
+    "python",
+    "shell",
+    "yaml",
+    "toml",
+    "ruby",
+    "perl",
+    "r",
+    "makefile",
+    "cmake",
+    "dockerfile",
+    "elixir",
+    "julia",
+    "ini",
+    "hcl",
+    "jupyter",
+)
 # Aliases seen in source data (CodeReviewer's `lang`, NoFunEval's `pl`) -> our names.
 _LANG_ALIASES = {
     "py": "python",

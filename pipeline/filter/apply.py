@@ -20,22 +20,29 @@ import polars as pl
 from pipeline.filter.reference import reference_decide
 from pipeline.filter.regex import (
     BLANK_RE,
+    COMMENT_NOTE_RE,
     FORMAT_STRIP_RE,
+    HASH_CODE_RE,
+    HASH_COMMENT_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
     MINIFIED_SEPARATORS,
     MINIFIED_SPACE_RE,
     MINIFIED_SYMBOL_RE,
+    NONBLANK_LINE_RE,
     REPO_NAME_CHARS,
     REPO_NAME_RE,
     REPO_SLOT,
+    SLASH_CODE_RE,
+    SLASH_COMMENT_RE,
     TOKEN_RE,
+    WORD_RE,
     combine,
     repo_literal,
     with_flags,
 )
 from pipeline.filter.rules import Rule, RuleSet
-from pipeline.schema import ITEM_SCHEMA
+from pipeline.schema import HASH_COMMENT_LANGUAGES, ITEM_SCHEMA, PROSE_LANGUAGES
 from pipeline.secrets import CONTENT_FIELDS, SAMPLE_PATH, suspect_column
 
 ITEM_COLS = ITEM_SCHEMA.names
@@ -203,6 +210,80 @@ def _minified_lines(rule: Rule, f: str) -> pl.Expr:
     return long.list.eval(dense).list.any()
 
 
+def _side_words(rule: Rule) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """unrelated_sides: (candidate, words both sides share, words of either side). Words are
+    extracted only where both sides have min_lines non-blank lines (the costly part)."""
+    p = rule.params
+    enough = pl.all_horizontal(
+        [
+            _text(f).str.count_matches(NONBLANK_LINE_RE) >= p["min_lines"]
+            for f in ("before", "after")
+        ]
+    )
+
+    def words(f: str) -> pl.Expr:
+        return (
+            pl.when(enough)
+            .then(_text(f))
+            .otherwise(pl.lit(""))
+            .str.extract_all(WORD_RE)
+            .list.unique()
+        )
+
+    wb, wa = words("before"), words("after")
+    cand = enough & (wb.list.len() >= p["min_words"]) & (wa.list.len() >= p["min_words"])
+    shared = wb.list.set_intersection(wa).list.len().cast(pl.Int64)
+    return cand, shared, wb.list.set_union(wa).list.len().cast(pl.Int64)
+
+
+def _unrelated_sides(rule: Rule) -> pl.Expr:
+    cand, shared, union = _side_words(rule)
+    return cand & (shared * 100 < rule.params["max_shared_words"] * union)
+
+
+def _commented_code() -> pl.Expr:
+    """In code (not prose), every non-blank added line a line comment (the item's language's
+    marker), at least half of them code, and not the commenting-out of what the edit removes:
+    that is, before has a line of live code and holds at least half the words of the
+    commented-out code."""
+    e = pl.element()
+    after, before = _text("after"), _text("before")
+    language = pl.col("language").fill_null("")
+    cand = after.str.contains(r"(?m)^[ \t]*(?://|#)") & ~language.is_in(list(PROSE_LANGUAGES))
+    hash_lang = language.is_in(list(HASH_COMMENT_LANGUAGES))
+
+    def lines(text: pl.Expr) -> pl.Expr:
+        kept = pl.when(cand).then(text).otherwise(pl.lit(""))
+        return kept.str.split("\n").list.eval(e.filter(e.str.contains(r"\S")))
+
+    def by_language(expr: Any) -> pl.Expr:  # the marker's regex -> per row, the right one
+        return (
+            pl.when(hash_lang)
+            .then(expr(HASH_COMMENT_RE, HASH_CODE_RE))
+            .otherwise(expr(SLASH_COMMENT_RE, SLASH_CODE_RE))
+        )
+
+    added, removed = lines(after), lines(before)
+    every = by_language(lambda c, _: added.list.eval(e.str.contains(c)).list.all())
+    n_code = by_language(
+        lambda _, code: added.list.eval(
+            (e.str.contains(code) & ~e.str.contains(COMMENT_NOTE_RE)).cast(pl.Int64)
+        ).list.sum()
+    )
+    live = by_language(lambda c, _: removed.list.eval(~e.str.contains(c)).list.any())
+    code_lines = by_language(
+        lambda _, code: added.list.eval(
+            e.filter(e.str.contains(code) & ~e.str.contains(COMMENT_NOTE_RE))
+        ).list.join("\n")
+    )
+    words = code_lines.str.extract_all(WORD_RE).list.unique()
+    before_words = pl.when(cand).then(before).otherwise(pl.lit("")).str.extract_all(WORD_RE)
+    shared = words.list.set_intersection(before_words).list.len().cast(pl.Int64)
+    commenting_out = live & (shared * 2 >= words.list.len().cast(pl.Int64))
+    n = added.list.len().cast(pl.Int64)
+    return cand & (n > 0) & every & (n_code * 2 >= n) & ~commenting_out
+
+
 def _same_but_whitespace() -> pl.Expr:
     """Equal once all whitespace is removed (no-ops included)."""
     ws = r"\s+"
@@ -234,6 +315,10 @@ def _hit(rule: Rule) -> pl.Expr:
         return pl.all_horizontal([_blank(f) for f in p["field"]])
     if t == "minified":
         return pl.any_horizontal([_minified_lines(rule, f) for f in p["field"]])
+    if t == "unrelated_sides":
+        return _unrelated_sides(rule)
+    if t == "commented_code":
+        return _commented_code()
     if t == "regex":
         hit = pl.any_horizontal([_any_pattern(rule, f) for f in p["field"]])
         if p["except_patterns"]:
@@ -331,6 +416,19 @@ def _reason(rule: Rule) -> pl.Expr:
         )
         cases = [(_minified_lines(rule, f), lit(f"{f} has {what}")) for f in p["field"]]
         return _when_chain(cases, lit(rule.name))
+    if t == "unrelated_sides":
+        _, shared, union = _side_words(rule)
+        return pl.format(
+            f"before and after share {{}} of their {{}} words (under {p['max_shared_words']}%): "
+            "a block replaced by an unrelated one, not an edit of it",
+            shared,
+            union,
+        )
+    if t == "commented_code":
+        return lit(
+            "after adds only line comments, most of them code (commented-out code), and does not "
+            "comment out what the edit removes"
+        )
     raise AssertionError(t)
 
 

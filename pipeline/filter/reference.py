@@ -10,20 +10,28 @@ import re
 from typing import Any
 
 from pipeline.filter.regex import (
+    COMMENT_NOTE_RE,
     FORMAT_STRIP_RE,
+    HASH_CODE_RE,
+    HASH_COMMENT_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
     MINIFIED_SEPARATORS,
     MINIFIED_SPACE_RE,
     MINIFIED_SYMBOL_RE,
+    NONBLANK_LINE_RE,
     REPO_NAME_RE,
     REPO_SLOT,
+    SLASH_CODE_RE,
+    SLASH_COMMENT_RE,
     TOKEN_RE,
+    WORD_RE,
     repo_literal,
     with_flags,
 )
 from pipeline.filter.rules import Rule, RuleSet
 from pipeline.ingest.base import count_lines
+from pipeline.schema import HASH_COMMENT_LANGUAGES, PROSE_LANGUAGES
 from pipeline.secrets import CONTENT_FIELDS, sample_path, suspects
 
 
@@ -82,6 +90,38 @@ def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, l
     def words(f: str) -> list[str]:
         return sorted(re.findall(r"\w+", txt(f)))
 
+    def unrelated(p: dict[str, Any]) -> bool:
+        if any(
+            len(re.findall(NONBLANK_LINE_RE, txt(f))) < p["min_lines"] for f in ("before", "after")
+        ):
+            return False
+        wb, wa = set(re.findall(WORD_RE, txt("before"))), set(re.findall(WORD_RE, txt("after")))
+        if min(len(wb), len(wa)) < p["min_words"]:
+            return False
+        return len(wb & wa) * 100 < p["max_shared_words"] * len(wb | wa)
+
+    def commented_code() -> bool:
+        def lines(f: str) -> list[str]:
+            return [ln for ln in txt(f).split("\n") if re.search(r"\S", ln)]
+
+        added, language = lines("after"), row.get("language") or ""
+        if language in PROSE_LANGUAGES:
+            return False
+        hash_lang = language in HASH_COMMENT_LANGUAGES
+        comment, code = (
+            (HASH_COMMENT_RE, HASH_CODE_RE) if hash_lang else (SLASH_COMMENT_RE, SLASH_CODE_RE)
+        )
+        if not added or not all(re.search(comment, ln) for ln in added):
+            return False
+        code_lines = [
+            ln for ln in added if re.search(code, ln) and not re.search(COMMENT_NOTE_RE, ln)
+        ]
+        n_code = len(code_lines)
+        live = any(not re.search(comment, ln) for ln in lines("before"))
+        words = set(re.findall(WORD_RE, "\n".join(code_lines)))
+        shared = len(words & set(re.findall(WORD_RE, txt("before"))))
+        return 2 * n_code >= len(added) and not (live and 2 * shared >= len(words))
+
     for r in rules.active:
         t, p = r.type, r.params
         noop = txt("before") == txt("after") and row["lines_removed"] == row["lines_added"]
@@ -115,6 +155,10 @@ def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, l
             hit = all(blank(f) for f in p["field"])
         elif t == "minified":
             hit = any(minified(r, f) for f in p["field"])
+        elif t == "unrelated_sides":
+            hit = unrelated(p)
+        elif t == "commented_code":
+            hit = commented_code()
         elif t == "regex":
             hit = any(search(r, f) for f in p["field"]) and not any(
                 search(r, f, "except_patterns") for f in p["field"]

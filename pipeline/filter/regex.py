@@ -35,6 +35,23 @@ IMPORT_KEYWORD_RE = r"(?m)^[ \t]*(?:from|import)[ \t]"  # the hunk is in an impo
 MINIFIED_SPACE_RE = r"[ \t]"
 MINIFIED_SYMBOL_RE = r"[^A-Za-z0-9_ \t]"
 MINIFIED_SEPARATORS = (";", "}")
+# unrelated_sides: the words the two sides are compared by (names and words in ASCII letters:
+# digits alone and other scripts are not counted, so a table of numbers or a CJK paragraph is
+# never "unrelated"), and what counts as a line
+WORD_RE = r"[A-Za-z_][A-Za-z0-9_]*"
+NONBLANK_LINE_RE = r"(?m)^[ \t]*\S"
+# commented_code: a line comment (`//`, not a `///` or `//!` doc comment; `#` in the languages
+# of schema.HASH_COMMENT_LANGUAGES), and code inside one: a statement or block end (; { }), or a
+# call or assignment right after the first name. A note ("TODO(ann): ...") is not code.
+SLASH_COMMENT_RE = r"^[ \t]*//(?:[^/!]|$)"
+HASH_COMMENT_RE = r"^[ \t]*#(?:[^!]|$)"
+_CODE = (
+    r"[ \t]*(?:[^/!#\s][^\n]*[;{}][ \t]*$|"
+    r"[A-Za-z_$][\w$.]*(?:\[[^\]\n]*\])?[ \t]*(?:\(|=[^=]|[-+*/]=|\+\+|--|:=))"
+)
+SLASH_CODE_RE = r"^[ \t]*//" + _CODE
+HASH_CODE_RE = r"^[ \t]*#" + _CODE
+COMMENT_NOTE_RE = r"^[ \t]*(?://|#)[ \t]*(?:TODO|FIXME|XXX|NOTE|HACK|BUG|SAFETY|NB)\b"
 # `{repo}` in a path glob: the item's repository name, the last part of `repo` when it is a plain
 # name (letters, digits, _ . -); the glob's regex holds REPO_SLOT where the name goes, matched
 # literally (repo_literal). An item whose repo has no such name cannot match that glob.

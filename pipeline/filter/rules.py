@@ -159,9 +159,25 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
         "max_symbol_share": (False, 45),
         "min_separator_share": (False, 0.3),
     },
+    # a block replaced by one it shares almost no words with: the diff paired unrelated lines (a
+    # moved, replaced or rewritten-elsewhere block), which no comment describes as one edit
+    "unrelated_sides": {
+        "min_lines": (False, 2),  # non-blank lines on each side
+        "min_words": (False, 3),  # distinct words on each side
+        "max_shared_words": (False, 10),  # percent of the two sides' distinct words
+    },
+    # the edit adds only line comments, most of them code (debug output or code switched off),
+    # and is not the commenting-out of what it removes
+    "commented_code": {},
 }
-# percents of a line, 0..100 (int or float)
-_SHARES = ("max_space_share", "min_symbol_share", "max_symbol_share", "min_separator_share")
+# percents, 0..100 (int or float)
+_SHARES = (
+    "max_space_share",
+    "min_symbol_share",
+    "max_symbol_share",
+    "min_separator_share",
+    "max_shared_words",
+)
 _COMMON = ("name", "type", "action", "enabled", "description")
 
 
@@ -210,13 +226,13 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
             if v not in UNITS:
                 fail(f"unit {v!r} must be one of {', '.join(UNITS)}")
             params[key] = v
-        elif key in ("min", "max", "min_line_chars"):
+        elif key in ("min", "max", "min_line_chars", "min_lines", "min_words"):
             params[key] = _int(v, fail, key)
-            if key == "min_line_chars" and params[key] < 1:
-                fail("`min_line_chars` must be at least 1")
+            if key != "min" and key != "max" and params[key] < 1:
+                fail(f"`{key}` must be at least 1")
         elif key in _SHARES:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 100:
-                fail(f"`{key}` is a percent of the line, a number from 0 to 100; got {v!r}")
+                fail(f"`{key}` is a percent, a number from 0 to 100; got {v!r}")
             params[key] = v
         else:
             params[key] = _bool(v, fail, key)
