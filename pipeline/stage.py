@@ -58,7 +58,9 @@ class Stage:
     step: Ref | None = None  # (cfg, io) -> (counts, extra)
     map: Ref | None = None  # (batch, ctx) -> ({output: batch}, counts)
     finalize: Ref | None = None  # (cfg, summed counts, io) -> (counts, extra)
-    start: Ref | None = None  # map stages: (cfg) -> ctx handed to every map call
+    # map stages: (cfg, input folder) -> ctx handed to every map call (a view of the whole
+    # input that each batch needs: the filter's mirror folders)
+    start: Ref | None = None
     # (cfg) -> (fingerprint text, {external input: content fingerprint}); runs before
     # anything else, so it also validates what the stage needs (sources, rule files)
     key: Ref | None = None

@@ -225,15 +225,17 @@ def test_secrets_are_masked_in_every_output_and_never_in_a_reason(tmp_path):
     assert GH_TOKEN not in _strings(res.kept)
 
 
-def assert_vectorised_is_the_reference(rows: list[dict], *rule_sets) -> None:
+def assert_vectorised_is_the_reference(rows: list[dict], *rule_sets, mirrors=None) -> None:
     """Each row's (rule, flags) under every rule set: apply_rules as reference_decide says."""
     for rules in rule_sets:
-        res = apply_rules(frame(rows), rules)
+        res = apply_rules(frame(rows), rules, mirrors)
         got = {r["source_ref"]: (r["rule"], r["flags"]) for r in res.rejected.iter_rows(named=True)}
         got |= {r["source_ref"]: (None, r["flags"]) for r in res.kept.iter_rows(named=True)}
         assert len(got) == len(rows)
         for row in rows:
-            assert got[row["source_ref"]] == reference_decide(rules, row), row["source_ref"]
+            assert got[row["source_ref"]] == reference_decide(rules, row, mirrors), row[
+                "source_ref"
+            ]
 
 
 def test_vectorised_rules_agree_with_the_per_row_reference():

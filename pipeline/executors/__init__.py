@@ -178,9 +178,9 @@ class Writer:
 def run_map(stage: Stage, cfg: Config, io: StageIO) -> dict[Any, Any]:
     """A map stage (`Stage.map`): its batches through `batches`, outputs through the Writer;
     returns the summed counts."""
-    ctx = resolve(stage.start)(cfg) if stage.start else cfg
-    fn = resolve(stage.map)  # type: ignore[arg-type]
     src = io.input(stage.reads[0])
+    ctx = resolve(stage.start)(cfg, src) if stage.start else cfg
+    fn = resolve(stage.map)  # type: ignore[arg-type]
     size = batch_size(stage, cfg)
     where = " (ray)" if cfg.run.executor == "ray" else ""
     with ExitStack() as stack:

@@ -11,12 +11,14 @@ its flag names the reason: `<rule>:<reason>`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from pipeline.filter.mirrors import Mirror
 from pipeline.filter.reference import reference_decide
 from pipeline.filter.regex import (
     BLANK_RE,
@@ -284,6 +286,10 @@ def _commented_code() -> pl.Expr:
     return cand & (n > 0) & every & (n_code * 2 >= n) & ~commenting_out
 
 
+def _under(m: Mirror) -> pl.Expr:
+    return (pl.col("repo") == m.repo) & _text("path").str.starts_with(m.folder + "/")
+
+
 def _same_but_whitespace() -> pl.Expr:
     """Equal once all whitespace is removed (no-ops included)."""
     ws = r"\s+"
@@ -294,9 +300,12 @@ def _noop() -> pl.Expr:
     return (_text("before") == _text("after")) & (pl.col("lines_removed") == pl.col("lines_added"))
 
 
-def _hit(rule: Rule) -> pl.Expr:
-    """The rule's boolean expression: True where it matches an item."""
+def _hit(rule: Rule, mirrors: tuple[Mirror, ...]) -> pl.Expr:
+    """The rule's boolean expression: True where it matches an item (a mirror rule: the
+    mirror folders found for it over the whole input)."""
     t, p = rule.type, rule.params
+    if t == "mirror":
+        return pl.any_horizontal([_under(m) for m in mirrors]) if mirrors else pl.lit(False)
     if t == "length":
         v = _measure(rule)
         conds = []
@@ -347,10 +356,12 @@ def _when_chain(cases: list[tuple[pl.Expr, pl.Expr]], default: pl.Expr) -> pl.Ex
     return default if expr is None else expr.otherwise(default)
 
 
-def _reason(rule: Rule) -> pl.Expr:
+def _reason(rule: Rule, mirrors: tuple[Mirror, ...]) -> pl.Expr:
     """Why the rule matched, in words; evaluated on the rejected rows only."""
     t, p = rule.type, rule.params
     lit = pl.lit
+    if t == "mirror":
+        return _when_chain([(_under(m), lit(m.reason())) for m in mirrors], lit(rule.name))
     if t == "length":
         v = _measure(rule)
         what = "+".join(p["field"])
@@ -502,9 +513,14 @@ def _mask_rows(df: pl.DataFrame, masks: list[pl.Expr]) -> pl.DataFrame:
     return pl.concat([df.filter(~pl.col("__secret")), hit]).sort("__row").drop("__row")
 
 
-def apply_rules(items: pl.DataFrame, rules: RuleSet) -> FilterResult:
-    """Split items into kept and rejected by the active rules, with counts. Order is kept."""
+def apply_rules(
+    items: pl.DataFrame, rules: RuleSet, mirrors: Mapping[str, tuple[Mirror, ...]] | None = None
+) -> FilterResult:
+    """Split items into kept and rejected by the active rules, with counts. Order is kept.
+    `mirrors`: a mirror rule's name -> the mirror folders found for it (none: it matches
+    nothing)."""
     active = rules.active
+    found = {r.name: (mirrors or {}).get(r.name, ()) for r in active}
     hc = [(r, f"__hit_{i}") for i, r in enumerate(active)]  # rule, its hit column
     why = {c: _why(i) for i, (r, c) in enumerate(hc) if r.type == "weak_secret"}
     if why:  # weak secrets: found in Python, on the rows the prefilter flags
@@ -513,7 +529,9 @@ def apply_rules(items: pl.DataFrame, rules: RuleSet) -> FilterResult:
         )
     df = items.with_columns(
         [
-            (pl.col(why[c]).list.len() > 0 if c in why else _hit(r)).fill_null(False).alias(c)
+            (pl.col(why[c]).list.len() > 0 if c in why else _hit(r, found[r.name]))
+            .fill_null(False)
+            .alias(c)
             for r, c in hc
         ]
     )
@@ -554,7 +572,7 @@ def apply_rules(items: pl.DataFrame, rules: RuleSet) -> FilterResult:
 
     def reason_of(n: str) -> pl.Expr:
         c = col[n]
-        return pl.col(why[c]).list.join("; ") if c in why else _reason(by_rule[n])
+        return pl.col(why[c]).list.join("; ") if c in why else _reason(by_rule[n], found[n])
 
     reason = _when_chain(  # before masking: a secret's reason names the pattern that matched
         [(pl.col("rule") == n, reason_of(n)) for n in dropped], pl.col("rule")

@@ -7,8 +7,10 @@ its baseline. Each rule type here mirrors its polars expression in apply.py.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
+from pipeline.filter.mirrors import Mirror
 from pipeline.filter.regex import (
     COMMENT_NOTE_RE,
     FORMAT_STRIP_RE,
@@ -35,11 +37,13 @@ from pipeline.schema import HASH_COMMENT_LANGUAGES, PROSE_LANGUAGES
 from pipeline.secrets import CONTENT_FIELDS, sample_path, suspects
 
 
-def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, list[str]]:
+def reference_decide(
+    rules: RuleSet, row: dict[str, Any], mirrors: Mapping[str, tuple[Mirror, ...]] | None = None
+) -> tuple[str | None, list[str]]:
     """The same rules, one item at a time in plain Python `re`: (first drop rule, flags).
 
     Slow on purpose: the tests check the vectorised path against it, the bench uses it as its
-    baseline.
+    baseline. `mirrors` as apply_rules takes them.
     """
     first, flags = None, []
 
@@ -159,6 +163,11 @@ def reference_decide(rules: RuleSet, row: dict[str, Any]) -> tuple[str | None, l
             hit = unrelated(p)
         elif t == "commented_code":
             hit = commented_code()
+        elif t == "mirror":
+            hit = any(
+                row.get("repo") == m.repo and txt("path").startswith(m.folder + "/")
+                for m in (mirrors or {}).get(r.name, ())
+            )
         elif t == "regex":
             hit = any(search(r, f) for f in p["field"]) and not any(
                 search(r, f, "except_patterns") for f in p["field"]

@@ -169,6 +169,14 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
     # the edit adds only line comments, most of them code (debug output or code switched off),
     # and is not the commenting-out of what it removes
     "commented_code": {},
+    # a folder whose files copy another folder's, found over the stage's whole input
+    # (pipeline/filter/mirrors.py); every item under it matches
+    "mirror": {
+        "min_changes": (False, 10),  # changes editing both
+        "min_files": (False, 5),  # different files edited alike
+        "min_share": (False, 50),  # percent of the folder's changes that edit the source too
+        "min_alike": (False, 80),  # percent of the file pairs edited alike
+    },
 }
 # percents, 0..100 (int or float)
 _SHARES = (
@@ -177,6 +185,8 @@ _SHARES = (
     "max_symbol_share",
     "min_separator_share",
     "max_shared_words",
+    "min_share",
+    "min_alike",
 )
 _COMMON = ("name", "type", "action", "enabled", "description")
 
@@ -226,7 +236,15 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
             if v not in UNITS:
                 fail(f"unit {v!r} must be one of {', '.join(UNITS)}")
             params[key] = v
-        elif key in ("min", "max", "min_line_chars", "min_lines", "min_words"):
+        elif key in (
+            "min",
+            "max",
+            "min_line_chars",
+            "min_lines",
+            "min_words",
+            "min_changes",
+            "min_files",
+        ):
             params[key] = _int(v, fail, key)
             if key != "min" and key != "max" and params[key] < 1:
                 fail(f"`{key}` must be at least 1")

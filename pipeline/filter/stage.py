@@ -6,6 +6,8 @@ what it dropped, flagged and also matched, and which drop rules overlapped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
@@ -17,8 +19,9 @@ from rich.table import Table
 from pipeline.config import Config
 from pipeline.console import console
 from pipeline.filter.apply import apply_rules
+from pipeline.filter.mirrors import Mirror, find_mirrors
 from pipeline.filter.rules import RulesError, RuleSet, load_rules, rules_path
-from pipeline.parts import num_rows
+from pipeline.parts import num_rows, part_files
 from pipeline.runs import StageFailed
 from pipeline.schema import ITEM_SCHEMA
 
@@ -56,18 +59,35 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
     return _load(cfg).fingerprint, {}
 
 
-def start(cfg: Config) -> RuleSet:
-    return _load(cfg)
+@dataclass(frozen=True)
+class Context:
+    """What every batch is filtered with: the rules, and the mirror folders each mirror rule
+    found over the whole input."""
+
+    rules: RuleSet
+    mirrors: dict[str, tuple[Mirror, ...]]
+
+
+def start(cfg: Config, source: Path) -> Context:
+    rules = _load(cfg)
+    mirror_rules = [r for r in rules.active if r.type == "mirror"]
+    items = pl.scan_parquet([str(p) for p in part_files(source)]) if mirror_rules else None
+    mirrors = {r.name: find_mirrors(items, r.params) for r in mirror_rules if items is not None}
+    return Context(rules, mirrors)
 
 
 def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
     return df.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(schema)
 
 
-def map_batch(batch: pa.RecordBatch, rules: RuleSet) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+def map_batch(batch: pa.RecordBatch, ctx: Context) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     """One batch of items -> kept and rejected rows, and counts to be summed."""
     frame = cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches([batch])))
-    res = apply_rules(frame, rules)
+    res = apply_rules(frame, ctx.rules, ctx.mirrors)
+    mirrored = {}
+    if ctx.mirrors and res.rejected.height:
+        why = res.rejected.filter(pl.col("rule").is_in(list(ctx.mirrors)))
+        mirrored = dict(why.group_by("reason").len().iter_rows())
     kept = _arrow(res.kept, KEPT_SCHEMA)
     counts = {
         "items_in": batch.num_rows,
@@ -77,6 +97,7 @@ def map_batch(batch: pa.RecordBatch, rules: RuleSet) -> tuple[dict[str, pa.Table
         "overlaps": {"\x1f".join(k): v for k, v in res.overlaps.items()},
         "masked": res.masked,
         "flagged": int(pc.sum(pc.greater(pc.list_value_length(kept["flags"]), 0)).as_py() or 0),
+        "mirrored": mirrored,  # a mirror folder's reason -> its items dropped
     }
     return {"kept.parquet": kept, "rejected.parquet": _arrow(res.rejected, REJECTED_SCHEMA)}, counts
 
@@ -109,6 +130,7 @@ def finalize(cfg: Config, t: dict[str, Any], io: StageIO) -> tuple[dict[str, Any
         "rules": {"set": rules.name, "files": list(rules.files), "fingerprint": rules.fingerprint},
         "per_rule": per_rule,
         "overlaps": [{"rules": k.split("\x1f"), "items": v} for k, v in overlaps],
+        "mirrors": [{"mirror": k, "items": v} for k, v in sorted(t.get("mirrored", {}).items())],
     }
     return counts, extra
 
@@ -146,6 +168,8 @@ def print_summary(m: dict[str, Any] | None) -> None:
         f"rejected, {c['secrets_masked']} with secrets masked. 'also hit': matched by the rule "
         f"but already dropped by an earlier one (or, for a flag, rejected)."
     )
+    for mirror in m.get("mirrors", []):
+        console.print(f"filter: {escape(mirror['mirror'])} ({mirror['items']} items dropped)")
     if m["overlaps"]:
         top = ", ".join(f"{' & '.join(o['rules'])} {o['items']}" for o in m["overlaps"][:8])
         console.print(f"overlaps (items matched by both): {top}")
