@@ -120,10 +120,10 @@ def _under(files: pl.DataFrame, folders: list[tuple[str, str]]) -> dict[tuple[st
     """(repo, folder) -> (the number of changes that edit a file under it, the first time one
     did: None where unknown)."""
     out = {}
+    repos = {r for r, _ in folders}
+    by_repo = files.filter(pl.col("repo").is_in(list(repos))).partition_by("repo", as_dict=True)
     for repo, folder in folders:
-        under = files.filter(
-            (pl.col("repo") == repo) & pl.col("path").str.starts_with(folder + "/")
-        )
+        under = by_repo[(repo,)].filter(pl.col("path").str.starts_with(folder + "/"))
         out[(repo, folder)] = (under["change"].n_unique(), under["created_at"].min())
     return out
 
