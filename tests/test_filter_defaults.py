@@ -111,7 +111,13 @@ CAUGHT = [
         "before and after are blank (empty or whitespace only)",
     ),
     (dict(before="    \n", after="", lines_removed=2, lines_added=0), "blank_edit", "blank"),
-    # changelog and news entries added whole
+    # changelog and news entries, added whole or edited; license texts
+    (
+        dict(path="CHANGELOG.md", before="- Fix typo in docs", after="- Fix a typo in the docs"),
+        "changelog_entry",
+        "path matches 'changelog_file'",
+    ),
+    (dict(path="LICENSE"), "license_file", "path matches 'license'"),
     (
         dict(
             path="CHANGELOG.md",
@@ -119,7 +125,7 @@ CAUGHT = [
             **ADDED,
         ),
         "changelog_entry",
-        "path matches 'changelog_file' and before is blank (text added whole)",
+        "path matches 'changelog_file'",
     ),
     (
         dict(path="docs/HISTORY.rst", after="0.9.1\n=====\n- Fix the pager.\n", **ADDED),
@@ -294,11 +300,6 @@ FLAGGED = [
     (dict(path="docs/guide/install.rst"), ["prose_file"]),
     (dict(path="docs/usage.adoc"), ["prose_file"]),
     (dict(path="NOTES.txt"), ["prose_file"]),
-    (dict(path="LICENSE"), ["prose_file"]),
-    (
-        dict(path="CHANGELOG.md", before="- Fix typo in docs", after="- Fix a typo in the docs"),
-        ["prose_file"],
-    ),
     (
         dict(
             path="README.md",

@@ -23,6 +23,7 @@ from pipeline.filter.reference import reference_decide
 from pipeline.filter.regex import (
     BLANK_RE,
     COMMENT_NOTE_RE,
+    DOTTED_VERSION_RE,
     FORMAT_STRIP_RE,
     HASH_CODE_RE,
     HASH_COMMENT_RE,
@@ -46,6 +47,7 @@ from pipeline.filter.regex import (
 from pipeline.filter.rules import Rule, RuleSet
 from pipeline.schema import HASH_COMMENT_LANGUAGES, ITEM_SCHEMA, PROSE_LANGUAGES
 from pipeline.secrets import CONTENT_FIELDS, SAMPLE_PATH, suspect_column
+from pipeline.shapes.normalise import normalise_text, normalise_text_expr, vectorised
 
 ITEM_COLS = ITEM_SCHEMA.names
 __all__ = ["FilterResult", "apply_rules", "reference_decide"]
@@ -286,6 +288,30 @@ def _commented_code() -> pl.Expr:
     return cand & (n > 0) & every & (n_code * 2 >= n) & ~commenting_out
 
 
+def _versions_only(rule: Rule) -> pl.Expr:
+    """Before and after differ, both hold a dotted version, and they are equal once numbers,
+    versions and hashes are folded (shapes' normalise_text; its Python on the rare strings
+    where polars' regex could differ)."""
+    language = pl.col("language").fill_null("")
+    cand = language.is_in(list(rule.params["languages"])) & (_text("before") != _text("after"))
+    cand = cand & pl.all_horizontal(
+        [_text(f).str.contains(DOTTED_VERSION_RE) for f in ("before", "after")]
+    )
+
+    def key(f: str) -> pl.Expr:
+        return (
+            pl.when(cand)
+            .then(_text(f))
+            .otherwise(pl.lit(""))
+            .map_batches(
+                lambda s: vectorised(s, normalise_text_expr, normalise_text),
+                return_dtype=pl.String,
+            )
+        )
+
+    return cand & (key("before") == key("after"))
+
+
 def _under(m: Mirror) -> pl.Expr:
     return (pl.col("repo") == m.repo) & _text("path").str.starts_with(m.folder + "/")
 
@@ -328,6 +354,8 @@ def _hit(rule: Rule, mirrors: tuple[Mirror, ...]) -> pl.Expr:
         return _unrelated_sides(rule)
     if t == "commented_code":
         return _commented_code()
+    if t == "versions_only":
+        return _versions_only(rule)
     if t == "regex":
         hit = pl.any_horizontal([_any_pattern(rule, f) for f in p["field"]])
         if p["except_patterns"]:
@@ -434,6 +462,13 @@ def _reason(rule: Rule, mirrors: tuple[Mirror, ...]) -> pl.Expr:
             "a block replaced by an unrelated one, not an edit of it",
             shared,
             union,
+        )
+    if t == "versions_only":
+        return pl.format(
+            "a {} edit that only changes version numbers",
+            pl.when(pl.col("language").fill_null("") == "")
+            .then(pl.lit("(no language)"))
+            .otherwise(pl.col("language")),
         )
     if t == "commented_code":
         return lit(

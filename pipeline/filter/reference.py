@@ -13,6 +13,7 @@ from typing import Any
 from pipeline.filter.mirrors import Mirror
 from pipeline.filter.regex import (
     COMMENT_NOTE_RE,
+    DOTTED_VERSION_RE,
     FORMAT_STRIP_RE,
     HASH_CODE_RE,
     HASH_COMMENT_RE,
@@ -35,6 +36,7 @@ from pipeline.filter.rules import Rule, RuleSet
 from pipeline.ingest.base import count_lines
 from pipeline.schema import HASH_COMMENT_LANGUAGES, PROSE_LANGUAGES
 from pipeline.secrets import CONTENT_FIELDS, sample_path, suspects
+from pipeline.shapes.normalise import normalise_text
 
 
 def reference_decide(
@@ -163,6 +165,13 @@ def reference_decide(
             hit = unrelated(p)
         elif t == "commented_code":
             hit = commented_code()
+        elif t == "versions_only":
+            hit = (
+                (row.get("language") or "") in p["languages"]
+                and txt("before") != txt("after")
+                and all(re.search(DOTTED_VERSION_RE, txt(f)) for f in ("before", "after"))
+                and normalise_text(txt("before")) == normalise_text(txt("after"))
+            )
         elif t == "mirror":
             hit = any(
                 row.get("repo") == m.repo and txt("path").startswith(m.folder + "/")

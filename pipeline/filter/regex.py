@@ -26,10 +26,14 @@ BLANK_RE = r"^\s*$"  # empty or whitespace only (Python: re.fullmatch(r"\s*", te
 # format_only: what a formatter changes (whitespace, commas, quote style) or an import sorter
 # (the order of names on import lines: a hunk of only import lines with the same words).
 FORMAT_STRIP_RE = r"[\s,]+"
+# (Python and JS `from`/`import`, Java `import`, Rust `use`/`pub use`: a `use a::{b, c};` whose
+# names only changed order is rustfmt's; a multi-line one closes with `};`)
+_IMPORT_WORD = r"(?:from|import|use|pub(?:\([\w ]{1,20}\))?[ \t]+use)"
 IMPORT_LINE_RE = (
-    r"(?m)^[ \t]*(?:(?:from|import)[ \t][^\n]*|[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?,?|[()])[ \t]*$"
+    r"(?m)^[ \t]*(?:" + _IMPORT_WORD + r"[ \t][^\n]*|[A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?,?"
+    r"|[(){}];?)[ \t]*$"
 )
-IMPORT_KEYWORD_RE = r"(?m)^[ \t]*(?:from|import)[ \t]"  # the hunk is in an import block
+IMPORT_KEYWORD_RE = r"(?m)^[ \t]*" + _IMPORT_WORD + r"[ \t]"  # the hunk is in an import block
 # minified: what is counted in a long line (spaces and tabs; symbols: neither a word character nor
 # a space; the statement separators ; and } are counted each on its own)
 MINIFIED_SPACE_RE = r"[ \t]"
@@ -40,6 +44,8 @@ MINIFIED_SEPARATORS = (";", "}")
 # never "unrelated"), and what counts as a line
 WORD_RE = r"[A-Za-z_][A-Za-z0-9_]*"
 NONBLANK_LINE_RE = r"(?m)^[ \t]*\S"
+# versions_only: a dotted version number (1.8, 0.15.0, v2.1.3-rc1), which each side must hold
+DOTTED_VERSION_RE = r"\d+\.\d+"
 # commented_code: a line comment (`//`, not a `///` or `//!` doc comment; `#` in the languages
 # of schema.HASH_COMMENT_LANGUAGES), and code inside one: a statement or block end (; { }), or a
 # call or assignment right after the first name. A note ("TODO(ann): ...") is not code.

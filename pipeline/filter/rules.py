@@ -77,11 +77,12 @@ def _fields(v: Any, fail) -> tuple[str, ...]:
     return tuple(vals)
 
 
-def _strlist(v: Any, fail, key: str) -> tuple[str, ...]:
+def _languages(v: Any, fail, key: str) -> tuple[str, ...]:
+    """A list of language names; "" is an unknown language."""
     if isinstance(v, str):
         v = [v]
-    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-        fail(f"`{key}` must be a list of non-empty strings")
+    if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+        fail(f'`{key}` must be a list of language names ("" for an unknown language)')
     return tuple(v)
 
 
@@ -169,6 +170,9 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
     # the edit adds only line comments, most of them code (debug output or code switched off),
     # and is not the commenting-out of what it removes
     "commented_code": {},
+    # an edit, in one of these languages, that only changes version numbers: both sides hold a
+    # dotted version, and are equal once numbers, versions and hashes are folded (shapes')
+    "versions_only": {"languages": (True, None)},
     # a folder whose files copy another folder's, found over the stage's whole input
     # (pipeline/filter/mirrors.py); every item under it matches
     "mirror": {
@@ -230,8 +234,8 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
         elif key in ("globs", "except"):
             kind = "glob" if typ == "path" else "regex"
             params[key] = () if key == "except" and v == [] else _patterns(v, fail, key, kind)
-        elif key == "allow":
-            params[key] = _strlist(v, fail, key)
+        elif key in ("allow", "languages"):
+            params[key] = _languages(v, fail, key)
         elif key == "unit":
             if v not in UNITS:
                 fail(f"unit {v!r} must be one of {', '.join(UNITS)}")

@@ -184,9 +184,13 @@ def normalise_text(text: str) -> str:
 
 def edit_key_expr(col: str) -> pl.Expr:
     """normalise_text over a column, in polars: no Python per row."""
-    c = pl.col(col).fill_null("")
-    c = c.str.replace_all(HEX_RX, HEX).str.replace_all(NUM_RX, NUM)
-    return c.str.replace_all(WS_RX, " ").str.strip_chars(" ")
+    return normalise_text_expr(pl.col(col).fill_null(""))
+
+
+def normalise_text_expr(e: pl.Expr) -> pl.Expr:
+    """normalise_text in polars."""
+    e = e.str.replace_all(HEX_RX, HEX).str.replace_all(NUM_RX, NUM)
+    return e.str.replace_all(WS_RX, " ").str.strip_chars(" ")
 
 
 def normalise_line_expr(e: pl.Expr) -> pl.Expr:
