@@ -30,12 +30,11 @@ from pipeline.parts import Parts, read_schema
 from pipeline.runs import (
     StageFailed,
     StageRun,
-    code_version,
     parts_sink,
     read_manifest,
     write_text,
 )
-from pipeline.stage import Output, Stage, resolve
+from pipeline.stage import Output, Stage, code_version, resolve
 
 
 @dataclass

@@ -321,18 +321,5 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
     return m if ok else None
 
 
-def code_version(paths: tuple[str, ...]) -> str:
-    """sha256 over a stage's own source files (package-relative files or folders), so
-    editing them invalidates old outputs."""
-    pkg = Path(__file__).parent
-    h = hashlib.sha256()
-    for rel in paths:
-        p = pkg / rel
-        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
-        for f in files:
-            h.update(f.relative_to(pkg).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def stage_fingerprint(stage: str, section_fp: str, code_version: str) -> str:
     return hashlib.sha256(f"{stage}\0{section_fp}\0{code_version}".encode()).hexdigest()[:16]

@@ -1,10 +1,12 @@
 """The Stage contract, and PIPELINE: the one ordered list of stages.
 
 A Stage declares what it reads (finished outputs of earlier stages), what it writes (with its
-role and, for Parquet, its Arrow schema), its config section, the code its fingerprint covers,
-and its steps. The runner (runner.py) does all the rest for every stage alike: fingerprint and
-skip, the run-folder lock, atomic writes, schema and conservation checks, the manifest, timing,
-progress. Adding a stage = its module, one line in PIPELINE, its tests.
+role and, for Parquet, its Arrow schema), its config section, and its steps. The code its
+fingerprint covers is derived, not listed: the modules its steps live in and every module of the
+package they import, transitively (`code_files`). The runner (runner.py) does all the rest for
+every stage alike: fingerprint and skip, the run-folder lock, atomic writes, schema and
+conservation checks, the manifest, timing, progress. Adding a stage = its module, one line in
+PIPELINE, its tests.
 
 Steps come in two shapes, so that an executor can run them without knowing the stage:
 - `map` (+ `finalize`): a pure function of one Arrow batch of the first input, returning a
@@ -19,9 +21,14 @@ that reading PIPELINE (the CLI's --help, verify) imports no heavy library.
 
 from __future__ import annotations
 
+import ast
+import functools
+import hashlib
 import importlib
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ROLES = ("items", "terminal", "aux")  # items carry on to the next stage; terminal: they leave
@@ -66,7 +73,6 @@ class Stage:
     key: Ref | None = None
     summary: Ref | None = None  # (manifest) -> None: print what the stage did
     check: Ref | None = None  # (manifest) -> None, raising DataError: the data failed
-    code: tuple[str, ...] = ()  # package-relative files or folders: the code fingerprint
     conservation: str = "ids"  # ids | records (the step records it) | none
     batch_size: Callable[[Any], int] | None = field(default=None, compare=False)
 
@@ -83,6 +89,120 @@ class Stage:
     @property
     def leaves(self) -> list[str]:
         return [o.name for o in self.writes if o.role in ("items", "terminal")]
+
+    @property
+    def modules(self) -> set[str]:
+        """The modules its steps, hooks and declared schemas live in."""
+        refs = (self.step, self.map, self.finalize, self.start, self.key, self.summary)
+        out: set[str] = set()
+        for ref in (*refs, self.check, *(o.schema for o in self.writes)):
+            if isinstance(ref, str):
+                out.add(ref.partition(":")[0])
+            elif callable(ref) and isinstance(getattr(ref, "__module__", None), str):
+                out.add(ref.__module__)
+        return out
+
+    @property
+    def code(self) -> tuple[str, ...]:
+        """The package-relative source files its code fingerprint covers (see code_files)."""
+        return code_files(self.modules)
+
+
+# ------------------------------------------------------------------------ code fingerprints
+
+PKG = Path(__file__).parent  # the package whose source code fingerprints read
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """ast.walk, less the bodies of `if TYPE_CHECKING:` (imports there never run)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and ast.unparse(child.test) in (
+            "TYPE_CHECKING",
+            "typing.TYPE_CHECKING",
+        ):
+            for sub in child.orelse:
+                yield sub
+                yield from _walk(sub)
+            continue
+        yield child
+        yield from _walk(child)
+
+
+@functools.cache
+def import_graph(pkg: Path) -> dict[str, tuple[str, frozenset[str]]]:
+    """Every module of the package at `pkg`: its package-relative file and the package's modules
+    it imports, read from its source with `ast`. Counted: imports anywhere in the module (stages
+    import lazily, inside functions), `from pkg import submodule`, relative imports, and string
+    constants naming a module (`importlib.import_module(READERS[kind])`); importing a.b.c runs
+    a and a.b too. Cached per process: stages ask for it one by one."""
+    files = {}
+    for f in sorted(pkg.rglob("*.py")):
+        if "__pycache__" in f.parts:
+            continue
+        parts = (pkg.name, *f.relative_to(pkg).with_suffix("").parts)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        files[name] = f
+    named = re.compile(re.escape(pkg.name) + r"(\.\w+)*")
+
+    def imports(name: str, path: Path) -> frozenset[str]:
+        is_pkg = path.name == "__init__.py"
+        found: set[str] = set()
+
+        def add(module: str) -> None:
+            bits = module.split(".")
+            found.update(".".join(bits[:i]) for i in range(1, len(bits) + 1))
+
+        for node in _walk(ast.parse(path.read_bytes(), str(path))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    add(alias.name)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the module's package, up level - 1
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                add(module)
+                for alias in node.names:  # from pkg import submodule
+                    if f"{module}.{alias.name}" in files:
+                        add(f"{module}.{alias.name}")
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and named.fullmatch(node.value)
+            ):
+                add(node.value)
+        return frozenset(m for m in found if m in files and m != name)
+
+    return {name: (f.relative_to(pkg).as_posix(), imports(name, f)) for name, f in files.items()}
+
+
+def code_files(modules: Iterable[str]) -> tuple[str, ...]:
+    """The package-relative source files of `modules` (those of the package; others are left
+    out) and of every module of the package they import, transitively, with the packages'
+    `__init__.py` on the way; sorted."""
+    graph = import_graph(PKG)
+    seen: set[str] = set()
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in graph:
+            continue
+        seen.add(name)
+        bits = name.split(".")
+        todo.extend(".".join(bits[:i]) for i in range(1, len(bits)))
+        todo.extend(graph[name][1])
+    return tuple(sorted(graph[m][0] for m in seen))
+
+
+def code_version(files: Iterable[str]) -> str:
+    """sha256 over package-relative source files in sorted order (names and contents), so
+    editing any of them invalidates old outputs and the same code gives the same version."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0" + (PKG / rel).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _ref(module: str, name: str) -> str:
@@ -102,7 +222,6 @@ PIPELINE: tuple[Stage, ...] = (
         key=_ref("ingest.stage", "key"),
         summary=_ref("ingest.stage", "print_summary"),
         check=_ref("ingest.stage", "check"),
-        code=("ingest", "schema.py", "secrets.py", "secret_rules.py"),
         conservation="records",
     ),
     Stage(
@@ -118,7 +237,6 @@ PIPELINE: tuple[Stage, ...] = (
         finalize=_ref("filter.stage", "finalize"),
         key=_ref("filter.stage", "key"),
         summary=_ref("filter.stage", "print_summary"),
-        code=("filter", "schema.py", "secrets.py", "secret_rules.py"),  # weak secrets: flags
         batch_size=lambda cfg: cfg.filter.batch_size,
     ),
     Stage(
@@ -136,7 +254,6 @@ PIPELINE: tuple[Stage, ...] = (
         step=_ref("dedup.stage", "step"),
         key=_ref("dedup.stage", "key"),
         summary=_ref("dedup.stage", "print_summary"),
-        code=("dedup",),  # the whole package: change sets and pair checks decide removals too
     ),
     Stage(
         name="decontaminate",
@@ -149,7 +266,6 @@ PIPELINE: tuple[Stage, ...] = (
         step=_ref("decontaminate", "step"),
         key=_ref("decontaminate", "key"),
         summary=_ref("decontaminate", "print_summary"),
-        code=("decontaminate.py", "dedup", "ingest", "schema.py", "secrets.py", "secret_rules.py"),
     ),
     Stage(
         name="shapes",
@@ -163,7 +279,6 @@ PIPELINE: tuple[Stage, ...] = (
         step=_ref("shapes.stage", "step"),
         key=_ref("shapes.stage", "key"),
         summary=_ref("shapes.stage", "print_summary"),
-        code=("shapes", "dedup/clusters.py"),
     ),
     Stage(
         name="export",
@@ -178,7 +293,6 @@ PIPELINE: tuple[Stage, ...] = (
         ),
         step=_ref("export.stage", "step"),
         summary=_ref("export.stage", "print_summary"),
-        code=("export", "template.py", "verify.py", "dedup/clusters.py", "shapes/normalise.py"),
     ),
 )
 

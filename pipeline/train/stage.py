@@ -20,13 +20,13 @@ import polars as pl
 from pipeline.config import SmokeConfig, canonical_text
 from pipeline.runs import (
     StageRun,
-    code_version,
     input_fingerprint,
     require_output,
     stage_fingerprint,
     write_json,
     write_parquet,
 )
+from pipeline.stage import code_files, code_version
 from pipeline.train.faults import Fault
 from pipeline.train.loop import LoopConfig, eval_loss, train
 from pipeline.train.sweep import SmokeFailed, classify_sweep, parse_sweep
@@ -79,9 +79,8 @@ def prepare(run_dir: Path, sc: SmokeConfig) -> StageRun:
     return StageRun(
         run_dir=run_dir,
         stage=STAGE,
-        fingerprint=stage_fingerprint(
-            STAGE, section_fp[:16], code_version(("train", "template.py"))
-        ),
+        # this module and what it imports, as a stage's (pipeline/stage.py code_files)
+        fingerprint=stage_fingerprint(STAGE, section_fp[:16], code_version(code_files([__name__]))),
         config_fingerprint=section_fp[:16],
         inputs={f"export/{s}.parquet": input_fingerprint(p) for s, p in src.items() if p.exists()},
     )
