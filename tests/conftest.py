@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -16,7 +17,21 @@ from pipeline.cli import app
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+# The real corpora are not part of the repository: their folder is named by this variable,
+# else taken to be `shared/data` in the folder that holds the repository (where the workspace
+# keeps it). Tests that need a corpus skip, saying which, where it is absent.
+SHARED_ENV = "EDITCURATE_SHARED_DATA"
+SHARED_CONFIG = ROOT / "data" / "shared-corpora.toml"  # its paths: file names in that folder
+
+
+def shared_data() -> Path:
+    """The folder of the real corpora: $EDITCURATE_SHARED_DATA, else the one beside the repo."""
+    given = os.environ.get(SHARED_ENV)
+    return Path(given).expanduser().absolute() if given else ROOT.parent / "shared" / "data"
+
+
+SHARED_DATA = shared_data()
 
 
 def read_source(module, path: Path, **spec_kw) -> list[Record | RecordError]:
@@ -55,10 +70,25 @@ def cli():
 
 
 def shared(name: str) -> Path:
+    """A real corpus's file, or a skip that says where it was looked for and how to set it."""
     p = SHARED_DATA / name
     if not p.exists():
-        pytest.skip(f"shared corpus {p} is absent (expected beside the repo in ../shared/data)")
+        where = (
+            f"${SHARED_ENV} = {SHARED_DATA}"
+            if os.environ.get(SHARED_ENV)
+            else f"${SHARED_ENV} unset, and not in {SHARED_DATA}, beside the repository"
+        )
+        pytest.skip(
+            f"real corpus {name} absent ({where}); set {SHARED_ENV} to the folder of the "
+            "shared corpora to run this test (docs/real-corpora.md)"
+        )
     return p
+
+
+def shared_corpora_sets() -> list[str]:
+    """The `--set` that points data/shared-corpora.toml's sources (file names) at the shared
+    corpora folder."""
+    return ["--set", f"ingest.root={json.dumps(str(SHARED_DATA))}"]
 
 
 def make_item_table(rows: list[dict], flags: bool = True):

@@ -52,6 +52,20 @@ def test_loads_typed_values_and_resolves_paths_against_the_config_folder(tmp_pat
     assert cfg.resolve(src.path) == tmp_path / "a.jsonl"
 
 
+def test_ingest_root_moves_every_relative_source_and_no_absolute_one(tmp_path):
+    from pipeline.ingest.stage import source_path
+
+    two = BASIC + '\n[[ingest.sources]]\nkind = "table"\npath = "/abs/b.jsonl"\n'
+    cfg = load_config(write(tmp_path, two), ["ingest.root=corpora"])
+    a, b = cfg.ingest.sources
+    assert source_path(cfg, a) == tmp_path / "corpora" / "a.jsonl"  # root: from the config
+    assert source_path(cfg, b) == Path("/abs/b.jsonl")
+    cfg = load_config(write(tmp_path, two), ["ingest.root=/data/shared"])
+    assert source_path(cfg, cfg.ingest.sources[0]) == Path("/data/shared/a.jsonl")
+    cfg = load_config(write(tmp_path, two))  # unset: the config's folder
+    assert source_path(cfg, cfg.ingest.sources[0]) == tmp_path / "a.jsonl"
+
+
 def test_overrides_parse_toml_values_and_index_lists(tmp_path):
     cfg = load_config(
         write(tmp_path, BASIC),

@@ -1,14 +1,13 @@
-"""Ingest on the real corpora in ../shared/data, through the shipped config."""
+"""Ingest on the real corpora ($EDITCURATE_SHARED_DATA), through the shipped config."""
 
 import json
-from pathlib import Path
 
 import polars as pl
 
-from tests.conftest import shared
+from tests.conftest import SHARED_CONFIG as CONFIG
+from tests.conftest import shared, shared_corpora_sets
 
-CONFIG = Path(__file__).resolve().parents[1] / "data" / "shared-corpora.toml"
-EXPECTED = {  # records per file, from ../shared/data/README.md
+EXPECTED = {  # records per file, from the corpora folder's README.md
     "pre-commit-hooks": 3868,
     "litgpt": 19905,
     "fd": 11151,
@@ -23,7 +22,8 @@ EXPECTED = {  # records per file, from ../shared/data/README.md
 
 def test_shared_corpora_ingest_with_the_right_counts(tmp_path, cli):
     shared("pre-commit-hooks.jsonl.gz")
-    cli("ingest", "--config", CONFIG, "--set", f"run.root={json.dumps(str(tmp_path))}")
+    root = f"run.root={json.dumps(str(tmp_path))}"
+    cli("ingest", "--config", CONFIG, "--set", root, *shared_corpora_sets())
     out = tmp_path / "shared" / "ingest"
     items = pl.read_parquet(out / "items.parquet")
     m = json.loads((out / "manifest.json").read_text())

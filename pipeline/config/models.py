@@ -133,6 +133,9 @@ class SourceConfig(Section):
 class IngestConfig(Section):
     NOT_FINGERPRINTED = frozenset({"shard_bytes"})
     sources: list[SourceConfig] = Field(default_factory=list)
+    # the folder a source's relative path is read from (itself relative to the config's
+    # folder); "": the config's folder. One `--set ingest.root=...` moves every source
+    root: str = ""
     batch_size: int = Field(default=10_000, ge=1)
     max_record_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     # bigger JSON-lines files / Parquet tables are read in pieces this big (ingest/shards.py)

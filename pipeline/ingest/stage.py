@@ -61,7 +61,10 @@ EXPECTS = {"table": "any", "github": "file", "codereviewer": "file", "git": "fol
 
 
 def source_path(cfg: Config, spec: SourceConfig) -> Path:
-    return cfg.resolve(spec.path)
+    """A source's file or folder: its path, a relative one read from ingest.root if set."""
+    if not cfg.ingest.root:
+        return cfg.resolve(spec.path)
+    return cfg.resolve(str(cfg.resolve(cfg.ingest.root) / Path(spec.path).expanduser()))
 
 
 def source_name(spec: SourceConfig) -> str:
