@@ -116,6 +116,40 @@ CAUGHT = {
     ),
 }
 
+SUBJECTS = {
+    "go: a merge's default subject": (
+        dict(comment="Merge branch 'master' into route-vars", **GO),
+        "contentless_comment",
+    ),
+    "js: the web editor's merge of the base branch": (
+        dict(comment="Update base with master (#4755)", **JS),
+        "contentless_comment",
+    ),
+    "java: a merged pull request with no body": (
+        dict(comment="Merge pull request #612 from dev/indent", **JAVA),
+        "contentless_comment",
+    ),
+    "ts: only an issue reference": (dict(comment="fixes #1901", **TS), "contentless_comment"),
+    "rust: only two issue references": (dict(comment="#123, #124", **RUST), "contentless_comment"),
+    "ts: switched back to an older text": (
+        dict(comment="switched back to v1 readme on master", **TS),
+        "revert_commit",
+    ),
+}
+SUBJECTS_KEPT = {
+    "go: a fix that names its issue and says what": dict(
+        comment="Fix #12 by checking the port before binding", **GO
+    ),
+    "js: merging two things in code": dict(comment="Merge two header sets when keys overlap", **JS),
+    "ts: an update that says what": dict(comment="Update parser to handle 1.2 syntax", **TS),
+    "rust: a merge with a body saying more": dict(
+        comment="Merge branch 'exec-batch'\n\nAdd --exec-batch, which runs the command once.",
+        **RUST,
+    ),
+    "java: a switch statement": dict(comment="Switch back-references to a map", **JAVA),
+    "go: a word that starts like undo": dict(comment="Undocumented flags are hidden", **GO),
+}
+
 KEPT = {
     "java: a value fixed in a README example": dict(
         path="README.md",
@@ -169,6 +203,8 @@ def test_the_reason_names_the_language():
 def test_vectorised_rules_agree_with_the_per_row_reference():
     rows = [item(**f, source_ref=f"c{i}") for i, (f, _) in enumerate(CAUGHT.values())]
     rows += [item(**f, source_ref=f"k{i}") for i, f in enumerate(KEPT.values())]
+    rows += [item(**f, source_ref=f"s{i}") for i, (f, _) in enumerate(SUBJECTS.values())]
+    rows += [item(**f, source_ref=f"t{i}") for i, f in enumerate(SUBJECTS_KEPT.values())]
     rows += [  # non-ASCII text takes the Python reference inside the vectorised rule
         item(
             path="README.md",
@@ -186,3 +222,13 @@ def test_vectorised_rules_agree_with_the_per_row_reference():
         ),
     ]
     assert_vectorised_is_the_reference(rows, DEFAULT, STRICT)
+
+
+@pytest.mark.parametrize(("fields", "rule"), SUBJECTS.values(), ids=SUBJECTS.keys())
+def test_subjects_that_say_nothing_or_go_back_are_dropped(fields, rule):
+    assert decide(**fields)[0] == rule
+
+
+@pytest.mark.parametrize("fields", SUBJECTS_KEPT.values(), ids=SUBJECTS_KEPT.keys())
+def test_subjects_that_say_what_was_done_are_kept(fields):
+    assert decide(**fields)[:2] == (None, None)

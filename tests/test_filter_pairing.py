@@ -3,10 +3,12 @@
 `unrelated_sides`: the diff paired a block with one it has nothing to do with (a method moved
 or replaced in a package move, a rewritten file, a paragraph swapped for another), so before
 and after share almost no words. `commented_code`: the edit only adds commented-out code, or
-edits code that is already commented out. Each is shown on real-looking hunks in Rust,
+edits code that is already commented out, or mostly comments code out under a message that
+does not say it disables anything. Each is shown on real-looking hunks in Rust,
 JavaScript, TypeScript, Go and Java (and Python for `#` comments), beside what only looks like
 them: a rewrite that keeps its names, prose in another script, a table of numbers, code
-commented out by the edit that removes it, a comment in words, a doc comment's example, a note.
+switched off by a commit that says so, one old line kept beside its replacement, a comment in
+words, a doc comment's example, a note.
 """
 
 from __future__ import annotations
@@ -190,6 +192,30 @@ COMMENTED = {
         after="  // var chain = [dispatchRequest, undefined, interceptors];",
         **JS,
     ),
+    "ts: imports commented out under a message about something else": dict(
+        path="src/transform.ts",
+        comment="Re-wrote errorMap and toZod to achieve compatibility with TS 3.5 and later",
+        before="import * as z from './types/base';\nimport { ZodError } from './ZodError';",
+        after="// import * as z from './types/base';\n// import { ZodError } from './ZodError';",
+        **TS,
+    ),
+    "ts: a live export beside a larger commented-out draft": dict(
+        path="src/index.ts",
+        after=(
+            "export const lazy = {\n  object: ZodObject.lazycreate,\n};\n\n"
+            "// const lazy:lazy = lazyType as any;\n// lazy.object = ZodObject.lazycreate;\n"
+            "// lazy.create = create;\n// lazy.tuple = tuple;\n// export default lazy;"
+        ),
+        **ADDED,
+        **TS,
+    ),
+    "go: a return switched off": dict(
+        path="mux.go",
+        comment="Refactor the matcher",
+        before="\t\treturn r.Match(req, match)",
+        after="\t\t// return r.Match(req, match)",
+        **GO,
+    ),
     "ts: a commented-out test added with a note": dict(
         path="src/__tests__/tuple.test.ts",
         after=(
@@ -207,9 +233,9 @@ COMMENTED = {
 # ---------------------------------------------------------------- commented-out code: kept
 
 NOT_COMMENTED = {
-    "go: commenting out the line the edit removes": dict(
+    "go: commenting out a line, where the commit says so": dict(
         path="route.go",
-        comment="Remove logs in the matcher",
+        comment="Disable the matcher's debug logs for now",
         before='\tlog.Printf("skipping %s", r.name)',
         after='\t// log.Printf("Skipping %s", r.name)',
         **GO,
@@ -249,6 +275,19 @@ NOT_COMMENTED = {
         **ADDED,
         **{k: v for k, v in TS.items() if k != "language"},
     ),
+    "ts: one old line kept commented beside its replacement": dict(
+        path="src/parser.ts",
+        before="      return obj;",
+        after="      // return obj;\n      return { ...obj, status };",
+        **TS,
+    ),
+    "python: a line switched off in a commit that says so": dict(
+        path="litgpt/generate.py",
+        comment="Temporarily skip the compile step on MPS",
+        before="    model = torch.compile(model)",
+        after="    # model = torch.compile(model)",
+        **PY,
+    ),
     "go: a comment added beside live code": dict(
         path="mux.go",
         after="\t// Match the host first.\n\tif !r.matchHost(req) {\n\t\treturn false\n\t}",
@@ -274,11 +313,11 @@ def test_a_rewrite_that_keeps_its_names_or_has_no_words_to_compare_is_kept(field
 def test_added_or_edited_commented_out_code_is_dropped(fields):
     rule, reason, _ = decide(**fields)
     assert rule == "commented_code"
-    assert "commented-out code" in reason
+    assert "commented-out code" in reason and "does not say it disables" in reason
 
 
 @pytest.mark.parametrize("fields", NOT_COMMENTED.values(), ids=NOT_COMMENTED.keys())
-def test_commenting_out_comments_in_words_doc_examples_and_notes_are_kept(fields):
+def test_code_switched_off_on_purpose_comments_in_words_doc_examples_and_notes_are_kept(fields):
     assert decide(**fields)[:2] == (None, None)
 
 
@@ -315,6 +354,7 @@ def test_the_thresholds_are_the_rules_own(tmp_path):
         ("    type: unrelated_sides\n    min_lines: 0\n", "`min_lines` must be at least 1"),
         ("    type: unrelated_sides\n    min_words: -2\n", "`min_words` must be a non-negative"),
         ("    type: commented_code\n    field: after\n", "unknown key 'field' for a commented"),
+        ("    type: commented_code\n    except: ['(a+)+']\n", "backtrack catastrophically"),
     ],
 )
 def test_a_bad_rule_of_the_new_types_fails_at_load_naming_it(tmp_path, rule, problem):

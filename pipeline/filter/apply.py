@@ -26,7 +26,6 @@ from pipeline.filter.regex import (
     DOTTED_VERSION_RE,
     FORMAT_STRIP_RE,
     HASH_CODE_RE,
-    HASH_COMMENT_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
     MINIFIED_SEPARATORS,
@@ -37,7 +36,6 @@ from pipeline.filter.regex import (
     REPO_NAME_RE,
     REPO_SLOT,
     SLASH_CODE_RE,
-    SLASH_COMMENT_RE,
     TOKEN_RE,
     WORD_RE,
     combine,
@@ -245,47 +243,32 @@ def _unrelated_sides(rule: Rule) -> pl.Expr:
     return cand & (shared * 100 < rule.params["max_shared_words"] * union)
 
 
-def _commented_code() -> pl.Expr:
-    """In code (not prose), every non-blank added line a line comment (the item's language's
-    marker), at least half of them code, and not the commenting-out of what the edit removes:
-    that is, before has a line of live code and holds at least half the words of the
-    commented-out code."""
+def _commented_code(rule: Rule) -> pl.Expr:
+    """In code (not prose), most non-blank added lines are line comments holding code (the
+    item's language's marker; not a TODO/FIXME/NOTE), and no `except` regex matches the
+    comment (a commit that says it disables or comments out code)."""
     e = pl.element()
-    after, before = _text("after"), _text("before")
+    after = _text("after")
     language = pl.col("language").fill_null("")
     cand = after.str.contains(r"(?m)^[ \t]*(?://|#)") & ~language.is_in(list(PROSE_LANGUAGES))
+    lines = (
+        pl.when(cand)
+        .then(after)
+        .otherwise(pl.lit(""))
+        .str.split("\n")
+        .list.eval(e.filter(e.str.contains(r"\S")))
+    )
+
+    def n_code(code: str) -> pl.Expr:
+        is_code = e.str.contains(code) & ~e.str.contains(COMMENT_NOTE_RE)
+        return lines.list.eval(is_code.cast(pl.Int64)).list.sum()
+
     hash_lang = language.is_in(list(HASH_COMMENT_LANGUAGES))
-
-    def lines(text: pl.Expr) -> pl.Expr:
-        kept = pl.when(cand).then(text).otherwise(pl.lit(""))
-        return kept.str.split("\n").list.eval(e.filter(e.str.contains(r"\S")))
-
-    def by_language(expr: Any) -> pl.Expr:  # the marker's regex -> per row, the right one
-        return (
-            pl.when(hash_lang)
-            .then(expr(HASH_COMMENT_RE, HASH_CODE_RE))
-            .otherwise(expr(SLASH_COMMENT_RE, SLASH_CODE_RE))
-        )
-
-    added, removed = lines(after), lines(before)
-    every = by_language(lambda c, _: added.list.eval(e.str.contains(c)).list.all())
-    n_code = by_language(
-        lambda _, code: added.list.eval(
-            (e.str.contains(code) & ~e.str.contains(COMMENT_NOTE_RE)).cast(pl.Int64)
-        ).list.sum()
-    )
-    live = by_language(lambda c, _: removed.list.eval(~e.str.contains(c)).list.any())
-    code_lines = by_language(
-        lambda _, code: added.list.eval(
-            e.filter(e.str.contains(code) & ~e.str.contains(COMMENT_NOTE_RE))
-        ).list.join("\n")
-    )
-    words = code_lines.str.extract_all(WORD_RE).list.unique()
-    before_words = pl.when(cand).then(before).otherwise(pl.lit("")).str.extract_all(WORD_RE)
-    shared = words.list.set_intersection(before_words).list.len().cast(pl.Int64)
-    commenting_out = live & (shared * 2 >= words.list.len().cast(pl.Int64))
-    n = added.list.len().cast(pl.Int64)
-    return cand & (n > 0) & every & (n_code * 2 >= n) & ~commenting_out
+    code = pl.when(hash_lang).then(n_code(HASH_CODE_RE)).otherwise(n_code(SLASH_CODE_RE))
+    hit = cand & (code * 2 > lines.list.len().cast(pl.Int64))
+    if rule.params["except_patterns"]:
+        hit = hit & ~_any_pattern(rule, "comment", "except_patterns")
+    return hit
 
 
 def _versions_only(rule: Rule) -> pl.Expr:
@@ -353,7 +336,7 @@ def _hit(rule: Rule, mirrors: tuple[Mirror, ...]) -> pl.Expr:
     if t == "unrelated_sides":
         return _unrelated_sides(rule)
     if t == "commented_code":
-        return _commented_code()
+        return _commented_code(rule)
     if t == "versions_only":
         return _versions_only(rule)
     if t == "regex":
@@ -472,8 +455,8 @@ def _reason(rule: Rule, mirrors: tuple[Mirror, ...]) -> pl.Expr:
         )
     if t == "commented_code":
         return lit(
-            "after adds only line comments, most of them code (commented-out code), and does not "
-            "comment out what the edit removes"
+            "most lines the edit adds are commented-out code, and the comment does not say it "
+            "disables code"
         )
     raise AssertionError(t)
 

@@ -16,7 +16,6 @@ from pipeline.filter.regex import (
     DOTTED_VERSION_RE,
     FORMAT_STRIP_RE,
     HASH_CODE_RE,
-    HASH_COMMENT_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
     MINIFIED_SEPARATORS,
@@ -26,7 +25,6 @@ from pipeline.filter.regex import (
     REPO_NAME_RE,
     REPO_SLOT,
     SLASH_CODE_RE,
-    SLASH_COMMENT_RE,
     TOKEN_RE,
     WORD_RE,
     repo_literal,
@@ -106,27 +104,16 @@ def reference_decide(
             return False
         return len(wb & wa) * 100 < p["max_shared_words"] * len(wb | wa)
 
-    def commented_code() -> bool:
-        def lines(f: str) -> list[str]:
-            return [ln for ln in txt(f).split("\n") if re.search(r"\S", ln)]
-
-        added, language = lines("after"), row.get("language") or ""
-        if language in PROSE_LANGUAGES:
+    def commented_code(r: Rule) -> bool:
+        language = row.get("language") or ""
+        if language in PROSE_LANGUAGES or not re.search(r"(?m)^[ \t]*(?://|#)", txt("after")):
             return False
-        hash_lang = language in HASH_COMMENT_LANGUAGES
-        comment, code = (
-            (HASH_COMMENT_RE, HASH_CODE_RE) if hash_lang else (SLASH_COMMENT_RE, SLASH_CODE_RE)
+        added = [ln for ln in txt("after").split("\n") if re.search(r"\S", ln)]
+        code = HASH_CODE_RE if language in HASH_COMMENT_LANGUAGES else SLASH_CODE_RE
+        n_code = sum(
+            1 for ln in added if re.search(code, ln) and not re.search(COMMENT_NOTE_RE, ln)
         )
-        if not added or not all(re.search(comment, ln) for ln in added):
-            return False
-        code_lines = [
-            ln for ln in added if re.search(code, ln) and not re.search(COMMENT_NOTE_RE, ln)
-        ]
-        n_code = len(code_lines)
-        live = any(not re.search(comment, ln) for ln in lines("before"))
-        words = set(re.findall(WORD_RE, "\n".join(code_lines)))
-        shared = len(words & set(re.findall(WORD_RE, txt("before"))))
-        return 2 * n_code >= len(added) and not (live and 2 * shared >= len(words))
+        return 2 * n_code > len(added) and not search(r, "comment", "except_patterns")
 
     for r in rules.active:
         t, p = r.type, r.params
@@ -164,7 +151,7 @@ def reference_decide(
         elif t == "unrelated_sides":
             hit = unrelated(p)
         elif t == "commented_code":
-            hit = commented_code()
+            hit = commented_code(r)
         elif t == "versions_only":
             hit = (
                 (row.get("language") or "") in p["languages"]

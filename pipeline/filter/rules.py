@@ -167,9 +167,9 @@ _TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
         "min_words": (False, 3),  # distinct words on each side
         "max_shared_words": (False, 10),  # percent of the two sides' distinct words
     },
-    # the edit adds only line comments, most of them code (debug output or code switched off),
-    # and is not the commenting-out of what it removes
-    "commented_code": {},
+    # most lines the edit adds are commented-out code (debug output, code switched off, dead
+    # code edited); `except`: regexes on the comment that keep it (a commit that says so)
+    "commented_code": {"except": (False, ()), "ignore_case": (False, False)},
     # an edit, in one of these languages, that only changes version numbers: both sides hold a
     # dotted version, and are equal once numbers, versions and hashes are folded (shapes')
     "versions_only": {"languages": (True, None)},
@@ -272,7 +272,7 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
     if typ == "path":  # globs stay as written (the canonical form); patterns are their regexes
         params["patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["globs"])
         params["except_patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["except"])
-    if typ == "regex":
+    if typ in ("regex", "commented_code"):
         params["except_patterns"] = params["except"]
     if typ == "bot_author" and not params["patterns"] and not params["use_author_is_bot"]:
         fail("a bot_author rule needs `patterns` or `use_author_is_bot: true`")
