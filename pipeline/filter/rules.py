@@ -17,14 +17,14 @@ from typing import Any, NoReturn
 import yaml
 
 from pipeline.config import Config, canonical_text
-from pipeline.filter.regex import check_combined, check_pattern, glob_to_regex, with_flags
+from pipeline.filter.kinds import KINDS
+from pipeline.filter.kinds.length import UNITS
+from pipeline.filter.regex import check_combined, check_pattern
 from pipeline.schema import TEXT_FIELDS
 
 # pipeline/rules: the repository's top-level rules/ (a link in a checkout, package data in a wheel)
 RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
-SECRET_FIELDS = ("before", "after", "context", "comment")  # a secret rule's default fields
 ACTIONS = ("drop", "flag")
-UNITS = ("chars", "lines", "tokens", "line_chars")
 
 
 class RulesError(ValueError):
@@ -113,75 +113,6 @@ def _int(v: Any, fail, key: str) -> int:
     return v
 
 
-# type -> {key: (required, default)}; the validators above are picked by key.
-_TYPES: dict[str, dict[str, tuple[bool, Any]]] = {
-    "length": {
-        "field": (True, None),
-        "unit": (True, None),
-        "min": (False, None),
-        "max": (False, None),
-    },
-    "noop": {},
-    "whitespace_only": {},
-    "format_only": {},
-    "blank": {"field": (False, ("before", "after"))},
-    "regex": {
-        "field": (True, None),
-        "patterns": (True, None),
-        "except": (False, ()),  # regexes: an item one of them matches is not a match
-        "ignore_case": (False, False),
-    },
-    "secret": {
-        "field": (False, SECRET_FIELDS),
-        "patterns": (True, None),
-        "sample_patterns": (False, ()),  # secrets outside test fixtures and docs only
-        "ignore_case": (False, False),
-    },
-    "weak_secret": {"field": (False, SECRET_FIELDS)},  # pipeline.secrets.suspects: no mask
-    "bot_author": {
-        "patterns": (False, ()),
-        "ignore_case": (False, True),
-        "use_author_is_bot": (False, True),
-    },
-    "path": {
-        "globs": (True, None),
-        "except": (False, ()),
-        "ignore_case": (False, False),
-        "before_blank": (False, False),
-    },
-    "language": {"allow": (True, None)},
-    # a long line with few spaces, a code-like share of symbols and both ; and }: minified JS or
-    # CSS (a regex literal is mostly symbols; a data string or markup lacks ; or })
-    "minified": {
-        "field": (False, ("before", "after")),
-        "min_line_chars": (False, 200),
-        "max_space_share": (False, 10),
-        "min_symbol_share": (False, 15),
-        "max_symbol_share": (False, 45),
-        "min_separator_share": (False, 0.3),
-    },
-    # a block replaced by one it shares almost no words with: the diff paired unrelated lines (a
-    # moved, replaced or rewritten-elsewhere block), which no comment describes as one edit
-    "unrelated_sides": {
-        "min_lines": (False, 2),  # non-blank lines on each side
-        "min_words": (False, 3),  # distinct words on each side
-        "max_shared_words": (False, 10),  # percent of the two sides' distinct words
-    },
-    # most lines the edit adds are commented-out code (debug output, code switched off, dead
-    # code edited); `except`: regexes on the comment that keep it (a commit that says so)
-    "commented_code": {"except": (False, ()), "ignore_case": (False, False)},
-    # an edit, in one of these languages, that only changes version numbers: both sides hold a
-    # dotted version, and are equal once numbers, versions and hashes are folded (shapes')
-    "versions_only": {"languages": (True, None)},
-    # a folder whose files copy another folder's, found over the stage's whole input
-    # (pipeline/filter/mirrors.py); every item under it matches
-    "mirror": {
-        "min_changes": (False, 10),  # changes editing both
-        "min_files": (False, 5),  # different files edited alike
-        "min_share": (False, 50),  # percent of the folder's changes that edit the source too
-        "min_alike": (False, 80),  # percent of the file pairs edited alike
-    },
-}
 # percents, 0..100 (int or float)
 _SHARES = (
     "max_space_share",
@@ -205,9 +136,9 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
     if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise RulesError(f"{where}: rule name {name!r} must be lower_snake_case")
     typ = d.get("type")
-    if not isinstance(typ, str) or typ not in _TYPES:
-        fail(f"unknown rule type {typ!r}; types: {', '.join(_TYPES)}")
-    spec = _TYPES[typ]
+    if not isinstance(typ, str) or typ not in KINDS:
+        fail(f"unknown rule type {typ!r}; types: {', '.join(KINDS)}")
+    spec = KINDS[typ].keys  # key -> (required, default); the validators above pick by key
     unknown = sorted(set(d) - set(_COMMON) - set(spec))
     if unknown:
         fail(
@@ -258,24 +189,7 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
             params[key] = v
         else:
             params[key] = _bool(v, fail, key)
-    if typ == "minified" and params["min_symbol_share"] > params["max_symbol_share"]:
-        fail(
-            f"min_symbol_share {params['min_symbol_share']} > "
-            f"max_symbol_share {params['max_symbol_share']}"
-        )
-    if typ == "length":
-        lo, hi = params["min"], params["max"]
-        if lo is None and hi is None:
-            fail("a length rule needs `min`, `max` or both")
-        if lo is not None and hi is not None and lo > hi:
-            fail(f"min {lo} > max {hi}")
-    if typ == "path":  # globs stay as written (the canonical form); patterns are their regexes
-        params["patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["globs"])
-        params["except_patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["except"])
-    if typ in ("regex", "commented_code"):
-        params["except_patterns"] = params["except"]
-    if typ == "bot_author" and not params["patterns"] and not params["use_author_is_bot"]:
-        fail("a bot_author rule needs `patterns` or `use_author_is_bot: true`")
+    KINDS[typ].check(params, fail)  # what spans keys; derived params (path globs' regexes)
     for label, pat in (
         *params.get("patterns", ()),
         *params.get("sample_patterns", ()),
@@ -284,12 +198,6 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
         problem = check_pattern(pat, params.get("ignore_case", False))
         if problem:
             fail(f"pattern {label!r}: {problem}" if label != pat else problem)
-    masking = (*params.get("patterns", ()), *params.get("sample_patterns", ()))
-    for label, pat in masking if typ == "secret" else ():
-        if re.search(
-            with_flags(pat, params.get("ignore_case", False)), ""
-        ):  # masks between letters
-            fail(f"pattern {label!r}: a secret pattern must not match the empty string")
     for key in ("patterns", "sample_patterns", "except_patterns"):
         problem = check_combined(
             [p for _, p in params.get(key, ())], params.get("ignore_case", False)

@@ -1,0 +1,31 @@
+"""blank: every field named is empty or whitespace only."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipeline.filter.kinds.common import Found, Kind, Row, blank
+
+if TYPE_CHECKING:
+    from pipeline.filter.rules import Rule
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    return pl.all_horizontal([blank(f) for f in rule.params["field"]])
+
+
+def reason(rule: Rule, found: Found) -> pl.Expr:
+    fields = rule.params["field"]
+    are = "are" if len(fields) > 1 else "is"
+    return pl.lit(f"{' and '.join(fields)} {are} blank (empty or whitespace only)")
+
+
+def reference(rule: Rule, row: Row, found: Found) -> bool:
+    return all(row.blank(f) for f in rule.params["field"])
+
+
+KIND = Kind(
+    keys={"field": (False, ("before", "after"))}, hit=hit, reason=reason, reference=reference
+)

@@ -1,0 +1,72 @@
+"""format_only: not whitespace_only, but equal once whitespace and commas are removed and ' is
+read as ", or both sides are only import lines with the same words (an import sorter's edit,
+Rust's `use` lists included)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipeline.filter.kinds.common import Found, Kind, Row, same_but_whitespace, text
+from pipeline.filter.regex import BLANK_RE, FORMAT_STRIP_RE, IMPORT_KEYWORD_RE, IMPORT_LINE_RE
+
+if TYPE_CHECKING:
+    from pipeline.filter.rules import Rule
+
+_SIDES = ("before", "after", "context")
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    """The import test's regexes and word lists run only on hunks in an import block (others
+    see ""): it is the costly part, and few hunks need it."""
+
+    def norm(f: str) -> pl.Expr:
+        return text(f).str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
+
+    in_imports = pl.any_horizontal([text(f).str.contains(IMPORT_KEYWORD_RE) for f in _SIDES])
+
+    def only_if(cond: pl.Expr, f: str) -> pl.Expr:
+        return pl.when(cond).then(text(f)).otherwise(pl.lit(""))
+
+    def imports_only(f: str) -> pl.Expr:
+        return only_if(in_imports, f).str.replace_all(IMPORT_LINE_RE, "").str.contains(BLANK_RE)
+
+    candidate = in_imports & imports_only("before") & imports_only("after")
+
+    def words(f: str) -> pl.Expr:
+        return only_if(candidate, f).str.extract_all(r"\w+").list.sort()
+
+    reordered = candidate & (words("before") == words("after"))
+    return ((norm("before") == norm("after")) | reordered) & ~same_but_whitespace()
+
+
+def reason(rule: Rule, found: Found) -> pl.Expr:
+    return pl.lit(
+        "before and after differ only in formatting (commas, quote style) or import order"
+    )
+
+
+def reference(rule: Rule, row: Row, found: Found) -> bool:
+    def fmt(f: str) -> str:
+        return re.sub(FORMAT_STRIP_RE, "", row.txt(f)).replace("'", '"')
+
+    def imports(f: str) -> bool:
+        return re.fullmatch(r"\s*", re.sub(IMPORT_LINE_RE, "", row.txt(f))) is not None
+
+    def words(f: str) -> list[str]:
+        return sorted(re.findall(r"\w+", row.txt(f)))
+
+    return row.nows("before") != row.nows("after") and (
+        fmt("before") == fmt("after")
+        or (
+            any(re.search(IMPORT_KEYWORD_RE, row.txt(f)) for f in _SIDES)
+            and imports("before")
+            and imports("after")
+            and words("before") == words("after")
+        )
+    )
+
+
+KIND = Kind(keys={}, hit=hit, reason=reason, reference=reference)

@@ -1,0 +1,27 @@
+"""language: an allow-list of languages ("" is an unknown language); the rest match."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipeline.filter.kinds.common import Found, Kind, Row
+
+if TYPE_CHECKING:
+    from pipeline.filter.rules import Rule
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    return ~pl.col("language").is_in(list(rule.params["allow"]))
+
+
+def reason(rule: Rule, found: Found) -> pl.Expr:
+    return pl.format("language '{}' is not in the allow-list", pl.col("language"))
+
+
+def reference(rule: Rule, row: Row, found: Found) -> bool:
+    return row.get("language") not in rule.params["allow"]
+
+
+KIND = Kind(keys={"allow": (True, None)}, hit=hit, reason=reason, reference=reference)

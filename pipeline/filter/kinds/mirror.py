@@ -1,0 +1,45 @@
+"""mirror: every item under a folder that mirrors another, found over the stage's whole input
+before its batches (pipeline/filter/mirrors.py: found = the rule's Mirror folders)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipeline.filter.kinds.common import Found, Kind, Row, text, when_chain
+
+if TYPE_CHECKING:
+    from pipeline.filter.mirrors import Mirror
+    from pipeline.filter.rules import Rule
+
+
+def _under(m: Mirror) -> pl.Expr:
+    return (pl.col("repo") == m.repo) & text("path").str.starts_with(m.folder + "/")
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    return pl.any_horizontal([_under(m) for m in found]) if found else pl.lit(False)
+
+
+def reason(rule: Rule, found: Found) -> pl.Expr:
+    return when_chain([(_under(m), pl.lit(m.reason())) for m in found], pl.lit(rule.name))
+
+
+def reference(rule: Rule, row: Row, found: Found) -> bool:
+    return any(
+        row.get("repo") == m.repo and row.txt("path").startswith(m.folder + "/") for m in found
+    )
+
+
+KIND = Kind(
+    keys={
+        "min_changes": (False, 10),  # changes editing both
+        "min_files": (False, 5),  # different files edited alike
+        "min_share": (False, 50),  # percent of the folder's changes that edit the source too
+        "min_alike": (False, 80),  # percent of the file pairs edited alike
+    },
+    hit=hit,
+    reason=reason,
+    reference=reference,
+)

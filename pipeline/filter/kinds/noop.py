@@ -1,0 +1,27 @@
+"""noop: nothing changed (before == after and as many lines removed as added)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipeline.filter.kinds.common import Found, Kind, Row, noop
+
+if TYPE_CHECKING:
+    from pipeline.filter.rules import Rule
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    return noop()
+
+
+def reason(rule: Rule, found: Found) -> pl.Expr:
+    return pl.lit("before == after and as many lines removed as added")
+
+
+def reference(rule: Rule, row: Row, found: Found) -> bool:
+    return row.noop
+
+
+KIND = Kind(keys={}, hit=hit, reason=reason, reference=reference)

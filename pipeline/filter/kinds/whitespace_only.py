@@ -1,0 +1,27 @@
+"""whitespace_only: before and after equal once all whitespace is removed (and not a noop)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipeline.filter.kinds.common import Found, Kind, Row, noop, same_but_whitespace
+
+if TYPE_CHECKING:
+    from pipeline.filter.rules import Rule
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    return same_but_whitespace() & ~noop()
+
+
+def reason(rule: Rule, found: Found) -> pl.Expr:
+    return pl.lit("before and after differ only in whitespace")
+
+
+def reference(rule: Rule, row: Row, found: Found) -> bool:
+    return not row.noop and row.nows("before") == row.nows("after")
+
+
+KIND = Kind(keys={}, hit=hit, reason=reason, reference=reference)
