@@ -195,9 +195,12 @@ def test_a_record_key_in_a_message_is_masked_and_escaped():
     assert "[REDACTED:github_token]" in msg and "\\x1b[2Jkey" in msg
 
 
-def test_unlicense_is_prose_like_license():
-    assert decide(path="UNLICENSE") == (None, None, ["prose_file"])
-    assert decide(STRICT, path="UNLICENSE")[0] == "prose_file"
+def test_unlicense_is_a_license_text_and_prose():
+    # a license text is legal boilerplate: dropped by default, and still flagged as prose
+    assert decide(path="UNLICENSE") == ("license_file", "path matches 'license'", ["prose_file"])
+    for path in ("LICENSE-MIT", "licence.txt", "docs/COPYING.md"):
+        assert decide(path=path)[0] == "license_file", path
+    assert decide(path="src/license_check.py")[0] is None
 
 
 # ------------------------------------------------------------------------ a whole run
