@@ -38,7 +38,7 @@ from pipeline.cli_base import (
 )
 from pipeline.console import console, json_text
 from pipeline.errors import DATA
-from pipeline.stage import NAMES
+from pipeline.stage import NAMES, PIPELINE, by_name
 
 if TYPE_CHECKING:
     from pipeline.api import Pipeline, Run
@@ -143,14 +143,9 @@ def _stage_command(name: str, doc: str) -> None:
     app.command(name)(command)
 
 
-for _name, _doc in (
-    ("ingest", "Read every configured source into items.parquet (+ errors.parquet)."),
-    ("filter", "Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason)."),
-    ("dedup", "Remove exact and near duplicates (shingle Jaccard) from filter's kept items."),
-    ("decontaminate", "Remove items that duplicate a benchmark's items (decontaminate.against)."),
-    ("shapes", "Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them."),
-):
-    _stage_command(_name, _doc)
+for _stage in PIPELINE:
+    if _stage.name != "export":  # export has its own command below (--format)
+        _stage_command(_stage.name, _stage.doc)
 
 
 @app.command()
@@ -161,9 +156,11 @@ def export(
     format_: FormatOpt = None,
     print_config: PrintOpt = False,
 ) -> None:
-    """Split shapes' kept items into train/validation/test by whole group; Parquet + HF dataset."""
     extra = [f"export.format={format_}"] if format_ else []
     _one_stage("export", config, [*(set_ or []), *extra], force, print_config)
+
+
+export.__doc__ = by_name("export").doc
 
 
 @app.command("run")

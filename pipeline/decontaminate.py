@@ -36,7 +36,6 @@ from pipeline.runs import StageFailed, input_fingerprint
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
 
-INPUT = "dedup/kept.parquet"
 REMOVED_EXTRA = [
     ("benchmark_source", pa.string()),  # the decontaminate.against entry
     ("benchmark_ref", pa.string()),  # its line or row
@@ -124,7 +123,7 @@ def benchmark_index(cfg: Config, d: DedupConfig) -> tuple[ix.Index, dict[str, An
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = settings(cfg)
-    src = io.input(INPUT)
+    src = io.input(io.source)
     schema = read_schema(src)
     removed_schema = schema
     for name, typ in REMOVED_EXTRA:

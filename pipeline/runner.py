@@ -53,6 +53,11 @@ class StageIO:
     def meta(self) -> dict[str, str]:
         return self.run.meta
 
+    @property
+    def source(self) -> str:
+        """The items it reads: its first input, as PIPELINE declares it ("filter/kept.parquet")."""
+        return self.stage.reads[0]
+
     def input(self, rel: str) -> Path:
         return self.cfg.run_dir / rel
 

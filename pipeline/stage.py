@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 ROLES = ("items", "terminal", "aux")  # items carry on to the next stage; terminal: they leave
+# The held-out splits export writes, in order (its outputs `<split>.parquet`), named once here
+# for every module that reads them: PIPELINE is read without importing any stage's code.
+SPLITS = ("train", "validation", "test")
 Ref = Callable[..., Any] | str
 
 
@@ -75,6 +78,7 @@ class Stage:
     check: Ref | None = None  # (manifest) -> None, raising DataError: the data failed
     conservation: str = "ids"  # ids | records (the step records it) | none
     batch_size: Callable[[Any], int] | None = field(default=None, compare=False)
+    doc: str = ""  # one line: what it does (its CLI command's help)
 
     def __post_init__(self) -> None:
         if (self.step is None) == (self.map is None):
@@ -212,6 +216,7 @@ def _ref(module: str, name: str) -> str:
 PIPELINE: tuple[Stage, ...] = (
     Stage(
         name="ingest",
+        doc="Read every configured source into items.parquet (+ errors.parquet).",
         section="ingest",
         reads=(),
         writes=(
@@ -226,6 +231,7 @@ PIPELINE: tuple[Stage, ...] = (
     ),
     Stage(
         name="filter",
+        doc="Apply the rule set: kept.parquet (+ flags) and rejected.parquet (+ rule, reason).",
         section="filter",
         reads=("ingest/items.parquet",),
         writes=(
@@ -241,6 +247,7 @@ PIPELINE: tuple[Stage, ...] = (
     ),
     Stage(
         name="dedup",
+        doc="Remove exact and near duplicates (shingle Jaccard) from filter's kept items.",
         section="dedup",
         reads=("filter/kept.parquet",),
         writes=(
@@ -257,6 +264,7 @@ PIPELINE: tuple[Stage, ...] = (
     ),
     Stage(
         name="decontaminate",
+        doc="Remove items that duplicate a benchmark's items (decontaminate.against).",
         section="decontaminate",
         reads=("dedup/kept.parquet",),
         writes=(
@@ -269,6 +277,7 @@ PIPELINE: tuple[Stage, ...] = (
     ),
     Stage(
         name="shapes",
+        doc="Group items by edit shape (digits/SHAs normalised); annotate, cap or spread them.",
         section="shapes",
         reads=("decontaminate/kept.parquet",),
         writes=(
@@ -282,12 +291,12 @@ PIPELINE: tuple[Stage, ...] = (
     ),
     Stage(
         name="export",
+        doc="Split shapes' kept items into train/validation/test by whole group; Parquet + HF"
+        " dataset.",
         section="export",
         reads=("shapes/kept.parquet", "shapes/shapes.parquet", "dedup/clusters.parquet"),
         writes=(
-            Output("train.parquet", "terminal"),
-            Output("validation.parquet", "terminal"),
-            Output("test.parquet", "terminal"),
+            *(Output(f"{s}.parquet", "terminal") for s in SPLITS),
             Output("hf", "aux"),
             Output("README.md", "aux"),
         ),

@@ -17,11 +17,12 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.config import ConfigError, ExportConfig, load_config
-from pipeline.export import SPLITS, assign_splits, groupings
+from pipeline.export import assign_splits, groupings
 from pipeline.export.split import WHOLE_CHANGES, sharing_by_source
 from pipeline.parts import num_rows, part_name
 from pipeline.runs import write_parquet
 from pipeline.schema import ITEM_SCHEMA
+from pipeline.stage import SPLITS
 from pipeline.template import render
 from pipeline.verify import cross_split_groups, verify_run
 

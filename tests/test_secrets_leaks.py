@@ -23,7 +23,7 @@ from pipeline import secrets as S
 from pipeline.ingest.base import masked_raw
 from pipeline.schema import RAW_MAX_CHARS
 from tests.conftest import toml_config
-from tests.test_filter import STRICT, decide
+from tests.test_filter import decide
 
 GHP = "ghp_pfJBd0Kh8oOOL8dKLzdocJ2isAjIhKtJ0Rlg"
 GITHUB_PAT = "github_pat_11ALKOmxg0JTeKdNnFRIBXu_DxtpYlSXpfKtHF4vUCsMehGAkWvj7FAc9QeWJKY40uvSwMFL"

@@ -344,9 +344,6 @@ class RunConfig(Section):
         return n
 
 
-SECTIONS = ("run", "ingest", "filter", "dedup", "decontaminate", "shapes", "export", "smoke")
-
-
 class Config(Section):
     run: RunConfig = Field(default_factory=RunConfig)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
@@ -400,6 +397,10 @@ class Config(Section):
         return isinstance(other, Config) and self.canonical() == other.canonical()
 
     __hash__ = None  # type: ignore[assignment]
+
+
+# the config's sections, in order: run, one per stage (Stage.section), smoke
+SECTIONS: tuple[str, ...] = tuple(Config.model_fields)
 
 
 def canonical_text(data: Any) -> str:

@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DedupResult", "find_duplicates", "needed_columns", "scan_floor"]  # the pure part
 
-INPUT = "filter/kept.parquet"
 
 CLUSTER_SCHEMA = pa.schema(
     [
@@ -123,8 +122,8 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = cfg.dedup
-    src = io.input(INPUT)
-    pf = io.parts(INPUT)
+    src = io.input(io.source)
+    pf = io.parts(io.source)
     # source and source_ref only order rows sharing an id: read again for those (scan.py)
     columns = [c for c in needed_columns(d) if c in pf.schema_arrow.names]
     columns = [c for c in columns if c not in ("source", "source_ref")]

@@ -15,10 +15,11 @@ from typing import Any
 import yaml
 
 from pipeline.config import Config
-from pipeline.export.split import SPLITS, sharing_change
+from pipeline.export.split import sharing_change
 from pipeline.report.render import md_cell_code as code_cell
 from pipeline.report.render import md_text
 from pipeline.runs import StageRun, read_manifest
+from pipeline.stage import SPLITS
 
 SIZE_CATEGORIES = (
     (1_000, "n<1K"),

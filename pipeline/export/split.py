@@ -37,6 +37,7 @@ import polars as pl
 
 from pipeline.config import ExportConfig, iso_cutoff
 from pipeline.dedup import clusters as C
+from pipeline.stage import SPLITS
 from pipeline.verify import (
     CHANGE_COLUMNS,
     SHARING,
@@ -46,7 +47,6 @@ from pipeline.verify import (
     ids_in_several_splits,
 )
 
-SPLITS = ("train", "validation", "test")
 EDIT_SCOPE = "edit"  # shapes' corpus-wide normalised-edit groups: always kept in one split
 
 

@@ -16,7 +16,6 @@ from pipeline.console import console
 from pipeline.executors import batches
 from pipeline.export.card import card, save_hf
 from pipeline.export.split import (
-    SPLITS,
     assign_splits,
     component_col,
     leakage,
@@ -26,6 +25,7 @@ from pipeline.export.split import (
     split_rule,
 )
 from pipeline.parts import read_schema
+from pipeline.stage import SPLITS
 from pipeline.template import render
 from pipeline.verify import SHARING
 
@@ -62,12 +62,13 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     shapes' kept items into the split files a batch at a time, and the HF dataset is built
     from those files: memory stays bounded by the batch, whatever the corpus size."""
     e = cfg.export
-    src = io.input("shapes/kept.parquet")
+    kept, shape_rows, cluster_rows = io.stage.reads  # as PIPELINE declares them
+    src = io.input(kept)
     items = pl.read_parquet(src, columns=KEYS)
-    clusters = pl.read_parquet(io.input("dedup/clusters.parquet"))
+    clusters = pl.read_parquet(io.input(cluster_rows))
     # only shape groups of two or more bind items (shapes.parquet has a row per item and scope)
     shapes = (
-        pl.scan_parquet(io.input("shapes/shapes.parquet"))
+        pl.scan_parquet(io.input(shape_rows))
         .filter(pl.col("group_size") > 1)
         .select("id", "scope", "group_id")
         .collect()

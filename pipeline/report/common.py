@@ -10,8 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.export.split import SPLITS
 from pipeline.runs import StageFailed
+from pipeline.stage import SPLITS
 
 TOKEN_RE = r"\w+|[^\w\s]"
 ITEM_COLS = ["id", "repo", "path", "before", "after", "comment"]

@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.export.split import SPLITS
 from pipeline.report.common import ITEM_COLS, export_files, member, pct
+from pipeline.stage import SPLITS
 
 EXAMPLES = 5  # examples shown per rule
 FLAG_EXAMPLES = 2  # examples shown per flag

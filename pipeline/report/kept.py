@@ -16,9 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.export.split import SPLITS
 from pipeline.report.common import ITEM_COLS, export_files, member
 from pipeline.runs import read_manifest
+from pipeline.stage import SPLITS
 
 KEPT_SAMPLE = 20  # items shown
 SALT = "kept sample"

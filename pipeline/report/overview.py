@@ -11,11 +11,11 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.export.split import SPLITS
 from pipeline.report import plots
 from pipeline.report.common import TOKEN_RE, counts, stats
 from pipeline.report.sampling import read_shapes
 from pipeline.runs import package_versions
+from pipeline.stage import SPLITS
 from pipeline.verify import verify_run
 
 TOP = 15  # rows in by-repo / by-language tables

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.export.split import SPLITS, sharing_change
+from pipeline.export.split import sharing_change
 from pipeline.report.common import ReportFailed, relativize
 from pipeline.report.dedup import dedup
 from pipeline.report.filtering import filter_rules
@@ -27,6 +27,7 @@ from pipeline.report.overview import distributions, funnel, header, with_measure
 from pipeline.report.render import env, render_html, render_md
 from pipeline.report.sampling import _collisions, read_shapes, sampling, shapes, stage_order
 from pipeline.runs import read_manifest, write_json, write_text
+from pipeline.stage import SPLITS
 
 __all__ = [
     "ReportFailed",

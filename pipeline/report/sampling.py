@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.config import SHAPE_SCOPES
 from pipeline.report.common import ITEM_COLS, counts, member, pct
 from pipeline.runs import read_manifest
 
@@ -30,7 +31,7 @@ def shapes(shp: pl.DataFrame | None, items: pl.DataFrame) -> dict[str, Any]:
         return {"present": False, "note": "shapes stage not run"}
     per_scope = []
     largest = []
-    order = {"change": 0, "repo": 1, "corpus": 2}
+    order = {s: i for i, s in enumerate(SHAPE_SCOPES)}
     for scope in sorted(shp["scope"].unique().to_list(), key=lambda x: (order.get(x, 9), x)):
         s = shp.filter(pl.col("scope") == scope)
         g = s.group_by("group_id").agg(

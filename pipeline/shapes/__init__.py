@@ -3,8 +3,6 @@ stage.py)."""
 
 from pipeline.shapes.columns import key_frame, shape_columns
 from pipeline.shapes.group import (
-    POLICIES,
-    SCOPES,
     ShapesResult,
     analyse,
     cap_groups,
@@ -29,9 +27,7 @@ from pipeline.shapes.stage import SHAPES_SCHEMA, print_summary, step, write_outp
 __all__ = [
     "HEX",
     "NUM",
-    "POLICIES",
     "REF",
-    "SCOPES",
     "SHAPES_SCHEMA",
     "ShapesResult",
     "analyse",

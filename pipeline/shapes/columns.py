@@ -34,8 +34,6 @@ from pipeline.shapes.normalise import (
 from pipeline.shapes.scan import normalise_lines
 from pipeline.shapes.sha import sha256_128
 
-SCOPES = SHAPE_SCOPES  # the config's vocabulary (pipeline/config/models.py)
-
 
 def _arrow(s: pl.Series) -> pa.Array:
     arr = s.to_arrow(compat_level=pl.CompatLevel.oldest())
@@ -152,7 +150,7 @@ def key_frame(
             [pl.lit(scope), _where(scope, s.path_in_key), "_edit" if scope == "edit" else shape],
             separator="\x1f",
         ).alias(scope)
-        for scope in SCOPES
+        for scope in SHAPE_SCOPES
     )
     del base
     out = df.select("id").with_columns(
@@ -161,7 +159,7 @@ def key_frame(
         shape_text=cols["shape_text"],
     )
     words = {}
-    for scope in SCOPES:
+    for scope in SHAPE_SCOPES:
         hi, lo = sha256_128(texts[scope])
         words[f"_k_{scope}"], words[f"_l_{scope}"] = hi, lo
     out = out.with_columns(pl.DataFrame(words, schema=dict.fromkeys(words, pl.UInt64)))

@@ -22,12 +22,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.config import SHAPE_POLICIES, ShapesConfig
+from pipeline.config import SHAPE_SCOPES, ShapesConfig
 from pipeline.dedup.clusters import rank_exprs, sort_best
-from pipeline.shapes.columns import SCOPES, key_frame, rank_columns
+from pipeline.shapes.columns import key_frame, rank_columns
 from pipeline.shapes.sha import hex16, sha256_128
 
-POLICIES = SHAPE_POLICIES
 CHUNK = 1 << 16  # shapes rows per written part: bounded memory, not too many row groups
 # (rows) -> their path, repo and comment, in that order: for the largest groups' examples
 Fetch = Callable[[list[int]], pl.DataFrame]
@@ -53,10 +52,10 @@ def number_groups(keys: pl.DataFrame) -> pl.DataFrame:
     """keys plus `group_<scope>` and `size_<scope>` for every scope, less the `_l_<scope>`
     words (they only tell groups apart)."""
     cols = []
-    for scope in SCOPES:
+    for scope in SHAPE_SCOPES:
         gid, size = _groups(keys[f"_k_{scope}"].to_numpy(), keys[f"_l_{scope}"].to_numpy())
         cols += [pl.Series(f"group_{scope}", gid), pl.Series(f"size_{scope}", size)]
-    return keys.drop(f"_l_{scope}" for scope in SCOPES).with_columns(cols)
+    return keys.drop(f"_l_{scope}" for scope in SHAPE_SCOPES).with_columns(cols)
 
 
 def _size_bucket(n: int) -> str:
@@ -80,7 +79,7 @@ class ShapesResult:
     def annotations(self) -> pl.DataFrame:
         """Per input row: the group columns annotate adds to kept."""
         cols = [pl.col("_row")]
-        for scope in SCOPES:
+        for scope in SHAPE_SCOPES:
             cols += [
                 pl.col(f"group_{scope}").alias(f"shape_group_{scope}"),
                 pl.col(f"size_{scope}").alias(f"shape_size_{scope}"),
@@ -100,7 +99,7 @@ class ShapesResult:
         id), a part at a time."""
         rank, chunk = self.id_rank(), chunk or CHUNK
         cols = ["id", "shape_text", "digit_only", "_row"]
-        for scope in sorted(SCOPES):
+        for scope in sorted(SHAPE_SCOPES):
             gid = self.keys[f"group_{scope}"].to_numpy()
             order = np.lexsort((rank, gid))
             for start in range(0, max(len(order), 1), chunk):
@@ -248,7 +247,7 @@ def analyse(keys: pl.DataFrame, s: ShapesConfig, keeper: list[str], fetch: Fetch
         "spread_conflicts": conflicts,
     }
     by_size: dict[str, dict[str, int]] = {}
-    for scope in SCOPES:
+    for scope in SHAPE_SCOPES:
         sizes = np.bincount(keys[f"group_{scope}"].to_numpy()) if n else np.zeros(0, np.int64)
         hist: dict[str, int] = {}
         for k, c in zip(*np.unique(sizes, return_counts=True), strict=True):

@@ -24,18 +24,17 @@ import pyarrow as pa
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.config import Config, ShapesConfig
+from pipeline.config import SHAPE_SCOPES, Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
 from pipeline.executors import batches
 from pipeline.parts import Parts
 from pipeline.shapes.columns import key_frame
-from pipeline.shapes.group import SCOPES, ShapesResult, analyse
+from pipeline.shapes.group import ShapesResult, analyse
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
 
-INPUT = "decontaminate/kept.parquet"
 SHAPES_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -115,7 +114,7 @@ def _key_frames(
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     s = cfg.shapes
     keeper = list(cfg.dedup.keeper)
-    src = io.parts(INPUT)
+    src = io.parts(io.source)
     cols = input_columns(s, keeper, src.schema_arrow.names)
     rank = keeper if s.policy == "cap" else None
     with io.progress() as bar:
@@ -214,11 +213,13 @@ def print_summary(m: dict[str, Any] | None) -> None:
     c = m["counts"]
     t = Table(title="shapes: groups by size", title_justify="left")
     t.add_column("size")
-    for scope in SCOPES:
+    for scope in SHAPE_SCOPES:
         t.add_column(scope, justify="right")
     labels = ("1", "2", "3-4", "5-9", "10-49", "50+")
     for label in labels:
-        t.add_row(label, *(str(m["groups_by_size"].get(sc, {}).get(label, 0)) for sc in SCOPES))
+        t.add_row(
+            label, *(str(m["groups_by_size"].get(sc, {}).get(label, 0)) for sc in SHAPE_SCOPES)
+        )
     console.print(t)
     big = Table(title=f"ten largest groups (scope {m['scope']})", title_justify="left")
     for col in ("group", "size", "digit-only", "file", "shape", "example comment"):
@@ -237,7 +238,8 @@ def print_summary(m: dict[str, Any] | None) -> None:
         f"shapes ({m['policy']}, scope {m['scope']}): {c['items_in']} items, "
         f"{c['digit_only']} digit-only ({100 * c['digit_only_share']:.1f}%); grouped items "
         + ", ".join(
-            f"{sc} {c.get(f'grouped_items_{sc}', 0)} in {c.get(f'groups_{sc}', 0)}" for sc in SCOPES
+            f"{sc} {c.get(f'grouped_items_{sc}', 0)} in {c.get(f'groups_{sc}', 0)}"
+            for sc in SHAPE_SCOPES
         )
         + f"; {c['kept']} kept, {c['removed']} removed"
         + (f", {c['spread_conflicts']} spread conflicts" if m["policy"] == "spread" else "")

@@ -21,10 +21,10 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.config import SHAPE_SCOPES
 from pipeline.train.bisect import Passes, split_failing, table
 from pipeline.train.data import Example
 
-SCOPES = ("change", "repo", "corpus", "edit")
 LENGTH_TOLERANCE = 0.01  # items within 1% (at least 1 token) of a run's shortest: one group
 
 
@@ -42,7 +42,7 @@ def suspicion_groups(run_dir: Path, items: pl.DataFrame) -> list[tuple[str, dict
     out: list[tuple[str, dict[str, int]]] = []
     shapes = run_dir / "shapes" / "shapes.parquet"
     sh = pl.read_parquet(shapes) if shapes.exists() else None
-    for scope in SCOPES:
+    for scope in SHAPE_SCOPES:
         if sh is not None:
             rows = sh.filter((pl.col("scope") == scope) & (pl.col("group_size") > 1))
             pairs = rows.select("id", "group_id").iter_rows()

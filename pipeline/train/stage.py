@@ -26,7 +26,7 @@ from pipeline.runs import (
     write_json,
     write_parquet,
 )
-from pipeline.stage import code_files, code_version
+from pipeline.stage import SPLITS, code_files, code_version
 from pipeline.train.faults import Fault
 from pipeline.train.loop import LoopConfig, eval_loss, train
 from pipeline.train.sweep import SmokeFailed, classify_sweep, parse_sweep
@@ -34,7 +34,6 @@ from pipeline.train.sweep import SmokeFailed, classify_sweep, parse_sweep
 __all__ = ["SmokeFailed", "classify_sweep", "parse_sweep", "run", "print_summary", "fit"]
 
 STAGE = "smoke"
-SPLITS = ("train", "validation", "test")
 LOSS_SAMPLE = 32  # training items whose loss before and after decides "loss going down"
 _NOT_JUDGED = {"gate": "skipped", "gate_reason": "generation not run (run(generate=False))"}
 

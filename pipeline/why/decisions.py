@@ -8,11 +8,10 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.stage import NAMES, SPLITS
 from pipeline.why.groups import clusters, export_group_sizes, near_pairs, shape_groups
 from pipeline.why.lookup import (
     ROW_KEY,
-    SPLITS,
-    STAGES,
     item_fields,
     item_view,
     pick,
@@ -186,7 +185,7 @@ def _trail(
     }
     stopped: str | None = None  # the stage the row left the pipeline at, or did not reach
     outcome = ""
-    for st in STAGES:
+    for st in NAMES:
         if st == "decontaminate" and states[st] == "not run":
             continue  # a run made before the stage existed
         if stopped is not None:

@@ -7,8 +7,10 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.config import SHAPE_SCOPES
 from pipeline.schema import with_change_j
-from pipeline.why.lookup import MAX_LISTED, SPLITS, columns, scan
+from pipeline.stage import SPLITS
+from pipeline.why.lookup import MAX_LISTED, columns, scan
 
 
 def clusters(
@@ -141,7 +143,7 @@ def shape_groups(
         for (sc, gid), part in m.group_by("scope", "group_id", maintain_order=True):
             members[(str(sc), int(gid))] = part["id"].to_list()
     removed_in = _removed_per_group(run_dir, shapes, policy, pscope)
-    order = {"change": 0, "repo": 1, "corpus": 2}
+    order = {s: i for i, s in enumerate(SHAPE_SCOPES)}
     out: dict[str, list[dict[str, Any]]] = {}
     rows = shapes.sort(pl.col("scope").replace_strict(order, default=9), "group_id")
     for s in rows.iter_rows(named=True):

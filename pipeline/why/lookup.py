@@ -10,10 +10,8 @@ import polars as pl
 
 from pipeline.console import visible
 from pipeline.runs import read_manifest
+from pipeline.stage import NAMES, SPLITS
 
-# decontaminate is shown only where a run has it (runs made before it existed do not)
-STAGES = ("ingest", "filter", "dedup", "decontaminate", "shapes", "export")
-SPLITS = ("train", "validation", "test")
 MIN_PREFIX = 8  # shortest id prefix accepted
 ROW_KEY = ["id", "source", "source_ref"]
 SHOW_CHARS = 100  # one-line views of before / after / comment
@@ -38,7 +36,7 @@ def read_stages(run_dir: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]
     """Per stage: done (manifest written) | unfinished (folder, no manifest) | not run,
     and its manifest ({} when none)."""
     states, manifests = {}, {}
-    for s in STAGES:
+    for s in NAMES:  # a stage is shown only where the run has it (older runs lack some)
         m = read_manifest(run_dir / s)
         if m is not None:
             states[s] = "done"

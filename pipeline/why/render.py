@@ -10,7 +10,8 @@ from typing import Any
 from rich.text import Text
 
 from pipeline.console import visible
-from pipeline.why.lookup import MAX_LISTED, MIN_PREFIX, SPLITS, STAGES, one_line
+from pipeline.stage import NAMES, SPLITS
+from pipeline.why.lookup import MAX_LISTED, MIN_PREFIX, one_line
 
 Part = str | tuple[str, str]
 
@@ -102,7 +103,7 @@ def _render_one(r: dict[str, Any]) -> list[Text]:
         lines.append(
             _line((f"  {n}", "bold"), f" from {refs}", (f"  -> {group[0]['outcome']}", "bold"))
         )
-        for st in STAGES:
+        for st in NAMES:
             if st in group[0]["stages"]:  # decontaminate: only where the run has it
                 lines.append(_line(f"    {st:<7} ", *_stage_text(st, group[0]["stages"][st])))
                 if st == "dedup":
