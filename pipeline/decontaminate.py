@@ -26,7 +26,8 @@ from pipeline.config import Config, DedupConfig, SourceConfig, canonical_text, u
 from pipeline.console import console
 from pipeline.dedup import index as ix
 from pipeline.errors import EnvError
-from pipeline.executors import batches, merge
+from pipeline.executors import batches
+from pipeline.executors.contract import merge
 from pipeline.ingest import table
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.opening import check_source_path

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,6 +231,58 @@ class PartSink:
         if self.writer is not None:
             self.writer.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def as_table(b: Any) -> pa.Table:
+    """A step's output as an Arrow Table (steps may return RecordBatches or polars frames)."""
+    if isinstance(b, pa.RecordBatch):
+        return pa.Table.from_batches([b])
+    if isinstance(b, pa.Table):
+        return b
+    table: pa.Table = b.to_arrow()  # a polars DataFrame
+    return table
+
+
+class Writer:
+    """Outputs (`schemas`: name -> schema) written through atomic sinks (`sink(name, schema)`,
+    the runner's StageIO.sink) in row groups of exactly `size` rows, however the pieces came:
+    the files are the same whichever executor made the pieces, and however it cut them."""
+
+    def __init__(
+        self,
+        sink: Callable[[str, pa.Schema], Any],
+        schemas: dict[str, pa.Schema],
+        size: int,
+        stack: Any,
+    ):
+        self.size = size
+        self.schemas = schemas
+        self.sinks = {n: stack.enter_context(sink(n, s)) for n, s in self.schemas.items()}
+        self.pending: dict[str, list[pa.Table]] = {n: [] for n in self.schemas}
+        self.rows = dict.fromkeys(self.schemas, 0)
+
+    def add(self, outs: dict[str, Any]) -> None:
+        for name, b in outs.items():
+            t = as_table(b)
+            self.pending[name].append(t.cast(self.schemas[name]))  # the declared schema
+            self.rows[name] += t.num_rows
+            while self.rows[name] >= self.size:
+                self._write(name, self.size)
+
+    def _write(self, name: str, n: int) -> None:
+        whole = pa.concat_tables(self.pending[name])
+        # one chunk per row group: Parquet pages follow chunk boundaries, which vary with
+        # how the pieces came
+        group = whole.slice(0, n).combine_chunks()
+        self.sinks[name].write_table(group, row_group_size=max(n, 1))
+        rest = whole.slice(n)
+        self.pending[name] = [rest] if rest.num_rows else []
+        self.rows[name] = rest.num_rows
+
+    def close(self) -> None:
+        for name in self.schemas:
+            if self.rows[name]:
+                self._write(name, self.rows[name])
 
 
 def replace_tree(src: Path, dest: Path) -> None:

@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ import pyarrow.parquet as pq
 from pipeline.config import Config
 from pipeline.console import progress
 from pipeline.errors import DataError
-from pipeline.parts import Parts, read_schema
+from pipeline.executors import batches
+from pipeline.executors.contract import merge
+from pipeline.parts import Parts, Writer, read_schema
 from pipeline.runs import (
     StageFailed,
     StageRun,
@@ -35,6 +38,8 @@ from pipeline.runs import (
     write_text,
 )
 from pipeline.stage import Output, Stage, code_version, resolve
+
+DEFAULT_BATCH = 65_536  # rows a map stage's batches hold unless it says (Stage.batch_size)
 
 
 @dataclass
@@ -173,13 +178,9 @@ def run_stage(stage: Stage, cfg: Config, force: bool = False) -> StageResult:
 def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | None) -> None:
     if not path.exists():
         raise StageFailed(f"{stage.name}: the stage did not write its output {out.name}")
-    want = out.schema
+    want = declared_schema(out, in_schema)
     if want is None or not out.name.endswith(".parquet"):
         return
-    if isinstance(want, str):
-        want = resolve(want)
-    if callable(want) and not isinstance(want, pa.Schema):
-        want = want(in_schema)
     got = read_schema(path)
     if [(f.name, f.type) for f in got] != [(f.name, f.type) for f in want]:
         raise StageFailed(
@@ -187,11 +188,40 @@ def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | 
         )
 
 
-def _run_map(stage: Stage, cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A map stage through the configured executor, then its finalize."""
-    from pipeline.executors import run_map  # through run.executor, local or ray
+def declared_schema(out: Output, in_schema: pa.Schema | None) -> pa.Schema | None:
+    """The schema an output declares: given, named ("module:NAME"), or a function of the
+    first input's schema (kept = input); None where it declares none."""
+    want = resolve(out.schema) if isinstance(out.schema, str) else out.schema
+    if callable(want) and not isinstance(want, pa.Schema):
+        want = want(in_schema)
+    return want
 
-    totals = run_map(stage, cfg, io)
+
+def _run_map(stage: Stage, cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A map stage (`Stage.map`): its batches through the configured executor (local or ray),
+    its outputs through the Writer, the counts summed, then its finalize."""
+    src = io.input(io.source)
+    ctx = resolve(stage.start)(cfg, src) if stage.start else cfg
+    fn = resolve(stage.map)  # type: ignore[arg-type]
+    size = stage.batch_size(cfg) if stage.batch_size else DEFAULT_BATCH
+    where = " (ray)" if cfg.run.executor == "ray" else ""
+    totals: dict[Any, Any] = {}
+    in_schema = read_schema(src)
+    schemas: dict[str, pa.Schema] = {}
+    for o in stage.writes:
+        if o.name.endswith(".parquet"):
+            if (want := declared_schema(o, in_schema)) is None:
+                raise StageFailed(f"output {o.name}: a map stage must declare its schema")
+            schemas[o.name] = want
+    with ExitStack() as stack:
+        out = Writer(io.sink, schemas, size, stack)
+        bar = stack.enter_context(io.progress())
+        task = bar.add_task(stage.name + where, total=Parts(src).num_rows)
+        for outs, counts, rows in batches(cfg, src, fn, ctx, size):
+            out.add(outs)
+            merge(totals, counts)
+            bar.advance(task, rows)
+        out.close()
     if stage.finalize is None:
         return totals, {}
     return resolve(stage.finalize)(cfg, totals, io)

@@ -7,7 +7,7 @@ import json
 import polars as pl
 
 from pipeline.runs import read_manifest
-from pipeline.stage import NAMES
+from pipeline.stage import NAMES, by_name
 from pipeline.verify import verify_run
 from tests.test_dedup_incremental import corpus, frame, near_twin, run, write
 
@@ -15,9 +15,7 @@ from tests.test_dedup_incremental import corpus, frame, near_twin, run, write
 def test_it_sits_between_dedup_and_shapes_and_shapes_reads_it():
     assert NAMES.index("decontaminate") == NAMES.index("dedup") + 1
     assert NAMES.index("shapes") == NAMES.index("decontaminate") + 1
-    from pipeline.shapes.stage import INPUT
-
-    assert INPUT == "decontaminate/kept.parquet"
+    assert by_name("shapes").reads == ("decontaminate/kept.parquet",)
 
 
 def test_without_benchmarks_it_passes_every_item_through(tmp_path):

@@ -51,7 +51,8 @@ from pipeline.dedup.pairs import EDGE_SCHEMA
 from pipeline.dedup.scan import collect, exact_groups, scan_batch, scan_context
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
-from pipeline.executors import Writer, batches
+from pipeline.executors import batches
+from pipeline.parts import Writer
 from pipeline.runs import read_manifest
 
 if TYPE_CHECKING:
@@ -162,9 +163,9 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with ExitStack() as stack:  # a block at a time when they come from Ray
-        edges = Writer(io, {"edges.parquet": EDGE_SCHEMA}, cfg.run.part_rows, stack)
+        edges = Writer(io.sink, {"edges.parquet": EDGE_SCHEMA}, cfg.run.part_rows, stack)
         for t in res.edge_tables():
-            edges.add({"edges.parquet": t}, {})
+            edges.add({"edges.parquet": t})
         edges.close()
     for name, frame, schema in (
         ("clusters.parquet", res.clusters, CLUSTER_SCHEMA),

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pipeline.errors import EnvError
-from pipeline.executors import BatchFn, Result, TaskFn, as_table
-from pipeline.parts import Parts, Span, read_span
+from pipeline.executors.contract import BatchFn, Result, TaskFn
+from pipeline.parts import Parts, Span, as_table, read_span
 
 if TYPE_CHECKING:
     from pipeline.config import Config, RunConfig

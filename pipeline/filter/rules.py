@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -18,6 +18,7 @@ import yaml
 
 from pipeline.config import Config, canonical_text
 from pipeline.filter.kinds import KINDS
+from pipeline.filter.kinds.common import Rule
 from pipeline.filter.kinds.length import UNITS
 from pipeline.filter.regex import check_combined, check_pattern
 from pipeline.schema import TEXT_FIELDS
@@ -29,25 +30,6 @@ ACTIONS = ("drop", "flag")
 
 class RulesError(ValueError):
     """A rules file that cannot be used; the message names the file, the rule and the problem."""
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    type: str
-    action: str
-    enabled: bool
-    params: dict[str, Any]  # normalised: fields/globs/allow as tuples, patterns as (label, re)
-    where: str = field(default="", compare=False)  # the file that defined (or overrode) it
-
-    def canonical(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "action": self.action,
-            "enabled": self.enabled,
-            **self.params,
-        }
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,14 @@ from pipeline import secrets
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console
 from pipeline.errors import DataError
-from pipeline.executors import Writer, tasks
+from pipeline.executors import tasks
 from pipeline.ingest import shards
 from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
 from pipeline.ingest.count import count_records
 from pipeline.ingest.opening import check_source_path
 from pipeline.ingest.shards import Params
 from pipeline.ingest.table import EMPTY
+from pipeline.parts import Writer
 from pipeline.runs import StageFailed, input_fingerprint
 from pipeline.schema import ERROR_SCHEMA, ITEM_SCHEMA
 
@@ -105,7 +106,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     )
     schemas = {"items.parquet": ITEM_SCHEMA, "errors.parquet": ERROR_SCHEMA}
     with ExitStack() as stack:
-        out = Writer(io, schemas, cfg.ingest.batch_size, stack)
+        out = Writer(io.sink, schemas, cfg.ingest.batch_size, stack)
         bar = stack.enter_context(io.progress())
         for i, (spec, name) in enumerate(zip(cfg.ingest.sources, source_names(cfg), strict=True)):
             path = source_path(cfg, spec)
@@ -124,7 +125,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                     if c["done"]["reasons"].get(UNREADABLE):  # as a whole read: the rest of
                         break  # the file is not read (the later pieces' records are dropped)
                     continue
-                out.add(outs, {})
+                out.add(outs)
                 if whole and c["total"] is not None:
                     bar.update(task, total=c["total"])
                 bar.advance(task, c["advance"])
@@ -170,7 +171,7 @@ def _whole_source(
     if tally.records == 0 and first.kind == "lines":
         b = Batcher(name, IngestContext())
         b.add(RecordError("file", "", EMPTY, "skip"))
-        out.add({"errors.parquet": b.take_errors()}, {})
+        out.add({"errors.parquet": b.take_errors()})
         tally.add({"done": shards.tallied(b), "warnings": [], "fields": {}})
 
 

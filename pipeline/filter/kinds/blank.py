@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, blank
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
+from pipeline.filter.kinds.common import Found, Kind, Row, Rule, blank
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:

@@ -3,14 +3,21 @@ or a pattern on `author`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, any_pattern, rx, text, when_chain
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
+from pipeline.filter.kinds.common import (
+    Fail,
+    Found,
+    Kind,
+    Row,
+    Rule,
+    any_pattern,
+    rx,
+    text,
+    when_chain,
+)
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:

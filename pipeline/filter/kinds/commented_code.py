@@ -6,16 +6,13 @@ regex (on the comment) may match: a commit that says it disables code keeps it."
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, any_pattern, text
+from pipeline.filter.kinds.common import Fail, Found, Kind, Row, Rule, any_pattern, text
 from pipeline.filter.regex import COMMENT_NOTE_RE, HASH_CODE_RE, SLASH_CODE_RE
 from pipeline.schema import HASH_COMMENT_LANGUAGES, PROSE_LANGUAGES
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 _ANY_COMMENT = r"(?m)^[ \t]*(?://|#)"  # the cheap test first: a line comment of either kind
 

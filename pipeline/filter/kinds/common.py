@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 import numpy as np
 import polars as pl
@@ -22,8 +22,27 @@ from pipeline.filter.regex import (
 )
 from pipeline.secrets import CONTENT_FIELDS, SAMPLE_PATH
 
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of a rule set, as loaded and checked (pipeline/filter/rules.py)."""
+
+    name: str
+    type: str
+    action: str
+    enabled: bool
+    params: dict[str, Any]  # normalised: fields/globs/allow as tuples, patterns as (label, re)
+    where: str = field(default="", compare=False)  # the file that defined (or overrode) it
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "action": self.action,
+            "enabled": self.enabled,
+            **self.params,
+        }
+
 
 Fail = Callable[[str], NoReturn]
 # what a rule matches with beyond its own keys: a mirror rule's folders, found over the input

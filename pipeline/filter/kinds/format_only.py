@@ -5,15 +5,11 @@ Rust's `use` lists included)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, same_but_whitespace, text
+from pipeline.filter.kinds.common import Found, Kind, Row, Rule, same_but_whitespace, text
 from pipeline.filter.regex import BLANK_RE, FORMAT_STRIP_RE, IMPORT_KEYWORD_RE, IMPORT_LINE_RE
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 _SIDES = ("before", "after", "context")
 

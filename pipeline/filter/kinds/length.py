@@ -4,16 +4,13 @@ below `min` or above `max`."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, text, when_chain
+from pipeline.filter.kinds.common import Fail, Found, Kind, Row, Rule, text, when_chain
 from pipeline.filter.regex import TOKEN_RE
 from pipeline.ingest.base import count_lines
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 UNITS = ("chars", "lines", "tokens", "line_chars")
 

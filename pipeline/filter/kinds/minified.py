@@ -6,15 +6,12 @@ is mostly symbols; a data string or markup lacks ; or })."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, text, when_chain
+from pipeline.filter.kinds.common import Fail, Found, Kind, Row, Rule, text, when_chain
 from pipeline.filter.regex import MINIFIED_SEPARATORS, MINIFIED_SPACE_RE, MINIFIED_SYMBOL_RE
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 
 def _lines(rule: Rule, f: str) -> pl.Expr:

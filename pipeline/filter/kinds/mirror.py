@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, text, when_chain
+from pipeline.filter.kinds.common import Found, Kind, Row, Rule, text, when_chain
 
 if TYPE_CHECKING:
     from pipeline.filter.mirrors import Mirror
-    from pipeline.filter.rules import Rule
 
 
 def _under(m: Mirror) -> pl.Expr:

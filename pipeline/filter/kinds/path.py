@@ -4,7 +4,7 @@ the item only adds text."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -13,14 +13,12 @@ from pipeline.filter.kinds.common import (
     Found,
     Kind,
     Row,
+    Rule,
     any_pattern,
     blank,
     pattern_reason,
 )
 from pipeline.filter.regex import glob_to_regex
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:

@@ -5,7 +5,7 @@ whatever the action (apply.py masks; this module matches)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -14,6 +14,7 @@ from pipeline.filter.kinds.common import (
     Found,
     Kind,
     Row,
+    Rule,
     any_pattern,
     matches,
     not_sample,
@@ -23,9 +24,6 @@ from pipeline.filter.kinds.common import (
 )
 from pipeline.filter.regex import with_flags
 from pipeline.secrets import CONTENT_FIELDS, sample_path
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 SECRET_RULE_FIELDS = ("before", "after", "context", "comment")  # a secret rule's default fields
 

@@ -7,15 +7,11 @@ replaced, rewritten elsewhere), which no comment describes as one edit."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, text
+from pipeline.filter.kinds.common import Found, Kind, Row, Rule, text
 from pipeline.filter.regex import NONBLANK_LINE_RE, WORD_RE
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 
 def _words(rule: Rule) -> tuple[pl.Expr, pl.Expr, pl.Expr]:

@@ -5,16 +5,12 @@ and hashes are folded (shapes' normalise_text): an edit of version numbers only.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, text
+from pipeline.filter.kinds.common import Found, Kind, Row, Rule, text
 from pipeline.filter.regex import DOTTED_VERSION_RE
 from pipeline.shapes.normalise import normalise_text, normalise_text_expr, vectorised
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 _SIDES = ("before", "after")
 

@@ -6,16 +6,11 @@ match is a row with findings, its reason lists them, and its flag names each rea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row
+from pipeline.filter.kinds.common import Found, Kind, Row, Rule
 from pipeline.filter.kinds.secret import SECRET_RULE_FIELDS
 from pipeline.secrets import CONTENT_FIELDS, suspect_column, suspects
-
-if TYPE_CHECKING:
-    from pipeline.filter.rules import Rule
 
 
 def prepare(items: pl.DataFrame, rule: Rule) -> pl.Series:

@@ -1,0 +1,28 @@
+"""What an executor is handed and gives back, for the local and the Ray executor alike.
+
+A batch function is pure (any worker can run it), a task function a generator over one task's
+pieces of output; results come back as tables with counts, and counts sum with `merge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+# fn(batch, ctx) -> ({output name: table}, {count: number}); pure, so any worker can run it
+BatchFn = Callable[[pa.RecordBatch, Any], tuple[dict[str, Any], dict[str, Any]]]
+# outputs (Arrow tables; a polars frame a step returned stays one locally), counts, rows in
+Result = tuple[dict[str, Any], dict[str, Any], int]
+# fn(task, ctx) -> yields (outputs, counts): a generator over one task's pieces of output
+TaskFn = Callable[[Any, Any], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
+
+
+def merge(total: dict[Any, Any], part: dict[Any, Any]) -> None:
+    """Sum `part` into `total`: numbers add, dicts merge recursively."""
+    for k, v in part.items():
+        if isinstance(v, dict):
+            merge(total.setdefault(k, {}), v)
+        else:
+            total[k] = total.get(k, 0) + v
