@@ -9,14 +9,15 @@ fingerprint, so a stage can tell whether what it was configured with has changed
 from __future__ import annotations
 
 from pipeline.config import toml_out
-from pipeline.config.base import ConfigError, FieldProblem
-from pipeline.config.decontaminate import DecontaminateConfig
 from pipeline.config.load import apply_override, load_config, parse_value, updated, validate
 from pipeline.config.models import (
     SECTIONS,
     Config,
+    ConfigError,
+    DecontaminateConfig,
     DedupConfig,
     ExportConfig,
+    FieldProblem,
     FilterConfig,
     IngestConfig,
     RunConfig,

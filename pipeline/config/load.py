@@ -15,8 +15,7 @@ from typing import Any, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config.base import ConfigError, FieldProblem
-from pipeline.config.models import Config
+from pipeline.config.models import Config, ConfigError, FieldProblem
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,4 +1,5 @@
-"""The config as pydantic models, one per section: types, ranges and cross-field rules.
+"""The config as pydantic models, one per section: types, ranges and cross-field rules, and the
+errors a bad value raises.
 
 Every rule a stage relies on lives here, so a bad value anywhere fails when the file is loaded,
 before any stage runs. A rule that needs the data or the file system (a rules file, a model
@@ -14,12 +15,10 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from pipeline.config.base import FieldProblem, Section, each_in, paths_listed
-from pipeline.config.decontaminate import DecontaminateConfig
 from pipeline.config.vocab import (
     ITEM_FIELDS,
     RANK_KEY_NAMES,
@@ -35,7 +34,55 @@ from pipeline.config.vocab import (
     SourceKind,
     SplitBy,
 )
+from pipeline.errors import UsageError
 from pipeline.ingest.base import DEFAULT_BOT_PATTERNS
+
+
+class ConfigError(UsageError, ValueError):
+    """A config that cannot be used; the message names the file and the key (exit 2)."""
+
+
+class FieldProblem(ValueError):
+    """Raised by a validator: `key` (relative to the model, dotted) is what the message is about."""
+
+    def __init__(self, key: str, msg: str):
+        super().__init__(msg)
+        self.key = key
+
+
+def each_in(values: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
+    """values, or FieldProblem at the first one not in allowed (its index is the key)."""
+    for i, v in enumerate(values):
+        if v not in allowed:
+            raise FieldProblem(str(i), f"{v!r} is not {what}; use some of {', '.join(allowed)}")
+    return values
+
+
+def paths_listed(values: list[str], what: str) -> list[str]:
+    """values, or FieldProblem at the first empty or repeated path."""
+    seen: set[str] = set()
+    for i, v in enumerate(values):
+        if not v.strip():
+            raise FieldProblem(str(i), f"an empty path; give {what}")
+        if v in seen:
+            raise FieldProblem(str(i), f"{v!r} is listed twice")
+        seen.add(v)
+    return values
+
+
+def text_fields(values: list[str]) -> list[str]:
+    """values, or FieldProblem at the first that is not a text field or is repeated."""
+    return paths_listed(each_in(values, TEXT_FIELDS, "a text field"), "a text field")
+
+
+class Section(BaseModel):
+    """Frozen, no unknown keys, no silent coercion ("5" is not an integer, 1 not a bool)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+    # keys that change how the work is cut up, never its result: left out of the stage's
+    # fingerprint, so changing them neither reruns the stage nor changes an output byte
+    NOT_FINGERPRINTED: ClassVar[frozenset[str]] = frozenset()
+
 
 _BUILDER_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
@@ -222,7 +269,7 @@ class DedupConfig(Section):
     @field_validator("fields")
     @classmethod
     def _fields(cls, v: list[str]) -> list[str]:
-        return paths_listed(each_in(v, TEXT_FIELDS, "a text field"), "a text field")  # no repeat
+        return text_fields(v)
 
     @field_validator("keeper")
     @classmethod
@@ -247,6 +294,32 @@ class DedupConfig(Section):
     def checks_change(self) -> bool:
         """Whether a duplicate must also make the same change (before and after shingled)."""
         return self.change_threshold > 0 and {"before", "after"} <= set(self.fields)
+
+
+class DecontaminateConfig(Section):
+    """The decontaminate stage (pipeline/decontaminate.py), between dedup and shapes.
+
+    Items are shingled, MinHashed and banded exactly as [dedup] says (shingle, ngram,
+    num_perm, seed, bands, rows, bucket_cap, max_bucket); only the fields and the threshold
+    are this section's own. An empty `against` makes the stage a pass-through.
+    """
+
+    # Benchmark files (relative to the config's folder): any table format ingest reads
+    # (JSON lines, a JSON array, CSV/TSV, Parquet, gzip detected), in the item's field names.
+    against: list[str] = Field(default_factory=list)
+    # exact shingle Jaccard to a benchmark item at or above which an item is removed
+    threshold: float = Field(default=0.8, gt=0.0, le=1.0)
+    fields: list[str] = Field(default_factory=lambda: ["before", "after"], min_length=1)
+
+    @field_validator("against")
+    @classmethod
+    def _against(cls, v: list[str]) -> list[str]:
+        return paths_listed(v, "a benchmark file")
+
+    @field_validator("fields")
+    @classmethod
+    def _fields(cls, v: list[str]) -> list[str]:
+        return text_fields(v)
 
 
 class ShapesConfig(Section):

@@ -18,7 +18,8 @@ from typing import Any
 import polars as pl
 
 from pipeline.filter.kinds import KINDS
-from pipeline.filter.kinds.common import Found, Rule, not_sample, rx, when_chain
+from pipeline.filter.kinds.common import not_sample, rx, when_chain
+from pipeline.filter.kinds.contract import Found, Rule
 from pipeline.filter.reference import reference_decide
 from pipeline.filter.rules import RuleSet
 from pipeline.schema import ITEM_SCHEMA

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline.filter.kinds import KINDS
-from pipeline.filter.kinds.common import Row
+from pipeline.filter.kinds.contract import Row
 from pipeline.filter.rules import RuleSet
 
 

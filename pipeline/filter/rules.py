@@ -18,7 +18,7 @@ import yaml
 
 from pipeline.config import Config, canonical_text
 from pipeline.filter.kinds import KINDS
-from pipeline.filter.kinds.common import Rule
+from pipeline.filter.kinds.contract import Rule
 from pipeline.filter.kinds.length import UNITS
 from pipeline.filter.regex import check_combined, check_pattern
 from pipeline.schema import TEXT_FIELDS

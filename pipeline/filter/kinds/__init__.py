@@ -2,7 +2,8 @@
 its reason in words (computed on the rejected rows only, never quoting matched text), and its
 per-row reference in plain Python (the oracle the tests hold the match to).
 
-A new kind is one module here, named in KINDS below, plus its tests; rules files then use it
+A new kind is one module here (KEYS, hit, reason, reference; optionally check, prepare,
+labels: see contract.Kind), listed in KINDS below, plus its tests; rules files then use it
 by name (`type: <name>`). Key validators shared by kinds (field, patterns, globs, shares ...)
 are in rules.py, picked by key name; a kind's `check` validates what spans its keys.
 """
@@ -27,26 +28,29 @@ from pipeline.filter.kinds import (
     weak_secret,
     whitespace_only,
 )
-from pipeline.filter.kinds.common import Kind
+from pipeline.filter.kinds.contract import Kind
 
-# in the order `unknown rule type` lists them
+# in the order `unknown rule type` lists them; a kind's name is its module's
 KINDS: dict[str, Kind] = {
-    "length": length.KIND,
-    "noop": noop.KIND,
-    "whitespace_only": whitespace_only.KIND,
-    "format_only": format_only.KIND,
-    "blank": blank.KIND,
-    "regex": regex.KIND,
-    "secret": secret.KIND,
-    "weak_secret": weak_secret.KIND,
-    "bot_author": bot_author.KIND,
-    "path": path.KIND,
-    "language": language.KIND,
-    "minified": minified.KIND,
-    "unrelated_sides": unrelated_sides.KIND,
-    "commented_code": commented_code.KIND,
-    "versions_only": versions_only.KIND,
-    "mirror": mirror.KIND,
+    m.__name__.rpartition(".")[2]: Kind.of(m)
+    for m in (
+        length,
+        noop,
+        whitespace_only,
+        format_only,
+        blank,
+        regex,
+        secret,
+        weak_secret,
+        bot_author,
+        path,
+        language,
+        minified,
+        unrelated_sides,
+        commented_code,
+        versions_only,
+        mirror,
+    )
 }
 
 __all__ = ["KINDS", "Kind"]

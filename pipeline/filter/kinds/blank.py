@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule, blank
+from pipeline.filter.kinds.common import blank
+from pipeline.filter.kinds.contract import Found, Row, Rule
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
@@ -21,6 +22,4 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     return all(row.blank(f) for f in rule.params["field"])
 
 
-KIND = Kind(
-    keys={"field": (False, ("before", "after"))}, hit=hit, reason=reason, reference=reference
-)
+KEYS = {"field": (False, ("before", "after"))}

@@ -7,17 +7,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import (
-    Fail,
-    Found,
-    Kind,
-    Row,
-    Rule,
-    any_pattern,
-    rx,
-    text,
-    when_chain,
-)
+from pipeline.filter.kinds.common import any_pattern, rx, text, when_chain
+from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
@@ -59,14 +50,8 @@ def check(params: dict[str, Any], fail: Fail) -> None:
         fail("a bot_author rule needs `patterns` or `use_author_is_bot: true`")
 
 
-KIND = Kind(
-    keys={
-        "patterns": (False, ()),
-        "ignore_case": (False, True),
-        "use_author_is_bot": (False, True),
-    },
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    check=check,
-)
+KEYS = {
+    "patterns": (False, ()),
+    "ignore_case": (False, True),
+    "use_author_is_bot": (False, True),
+}

@@ -10,7 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, Rule, any_pattern, text
+from pipeline.filter.kinds.common import any_pattern, text
+from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import COMMENT_NOTE_RE, HASH_CODE_RE, SLASH_CODE_RE
 from pipeline.schema import HASH_COMMENT_LANGUAGES, PROSE_LANGUAGES
 
@@ -63,10 +64,4 @@ def check(params: dict[str, Any], fail: Fail) -> None:
     params["except_patterns"] = params["except"]
 
 
-KIND = Kind(
-    keys={"except": (False, ()), "ignore_case": (False, False)},
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    check=check,
-)
+KEYS = {"except": (False, ()), "ignore_case": (False, False)}

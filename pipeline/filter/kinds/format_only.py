@@ -8,7 +8,8 @@ import re
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule, same_but_whitespace, text
+from pipeline.filter.kinds.common import same_but_whitespace, text
+from pipeline.filter.kinds.contract import Found, Row, Rule
 from pipeline.filter.regex import BLANK_RE, FORMAT_STRIP_RE, IMPORT_KEYWORD_RE, IMPORT_LINE_RE
 
 _SIDES = ("before", "after", "context")
@@ -65,4 +66,4 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     )
 
 
-KIND = Kind(keys={}, hit=hit, reason=reason, reference=reference)
+KEYS: dict[str, tuple[bool, object]] = {}

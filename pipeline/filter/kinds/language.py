@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule
+from pipeline.filter.kinds.contract import Found, Row, Rule
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
@@ -19,4 +19,4 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     return row.get("language") not in rule.params["allow"]
 
 
-KIND = Kind(keys={"allow": (True, None)}, hit=hit, reason=reason, reference=reference)
+KEYS = {"allow": (True, None)}

@@ -8,7 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, Rule, text, when_chain
+from pipeline.filter.kinds.common import text, when_chain
+from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import TOKEN_RE
 from pipeline.ingest.base import count_lines
 
@@ -84,10 +85,4 @@ def check(params: dict[str, Any], fail: Fail) -> None:
         fail(f"min {lo} > max {hi}")
 
 
-KIND = Kind(
-    keys={"field": (True, None), "unit": (True, None), "min": (False, None), "max": (False, None)},
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    check=check,
-)
+KEYS = {"field": (True, None), "unit": (True, None), "min": (False, None), "max": (False, None)}

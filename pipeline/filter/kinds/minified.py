@@ -10,7 +10,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, Rule, text, when_chain
+from pipeline.filter.kinds.common import text, when_chain
+from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import MINIFIED_SEPARATORS, MINIFIED_SPACE_RE, MINIFIED_SYMBOL_RE
 
 
@@ -78,17 +79,11 @@ def check(params: dict[str, Any], fail: Fail) -> None:
         )
 
 
-KIND = Kind(
-    keys={
-        "field": (False, ("before", "after")),
-        "min_line_chars": (False, 200),
-        "max_space_share": (False, 10),
-        "min_symbol_share": (False, 15),
-        "max_symbol_share": (False, 45),
-        "min_separator_share": (False, 0.3),
-    },
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    check=check,
-)
+KEYS = {
+    "field": (False, ("before", "after")),
+    "min_line_chars": (False, 200),
+    "max_space_share": (False, 10),
+    "min_symbol_share": (False, 15),
+    "max_symbol_share": (False, 45),
+    "min_separator_share": (False, 0.3),
+}

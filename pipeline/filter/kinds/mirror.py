@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule, text, when_chain
+from pipeline.filter.kinds.common import text, when_chain
+from pipeline.filter.kinds.contract import Found, Row, Rule
 
 if TYPE_CHECKING:
     from pipeline.filter.mirrors import Mirror
@@ -31,14 +32,9 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     )
 
 
-KIND = Kind(
-    keys={
-        "min_changes": (False, 10),  # changes editing both
-        "min_files": (False, 5),  # different files edited alike
-        "min_share": (False, 50),  # percent of the folder's changes that edit the source too
-        "min_alike": (False, 80),  # percent of the file pairs edited alike
-    },
-    hit=hit,
-    reason=reason,
-    reference=reference,
-)
+KEYS = {
+    "min_changes": (False, 10),  # changes editing both
+    "min_files": (False, 5),  # different files edited alike
+    "min_share": (False, 50),  # percent of the folder's changes that edit the source too
+    "min_alike": (False, 80),  # percent of the file pairs edited alike
+}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule, noop
+from pipeline.filter.kinds.common import noop
+from pipeline.filter.kinds.contract import Found, Row, Rule
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
@@ -19,4 +20,4 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     return row.noop
 
 
-KIND = Kind(keys={}, hit=hit, reason=reason, reference=reference)
+KEYS: dict[str, tuple[bool, object]] = {}

@@ -8,16 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import (
-    Fail,
-    Found,
-    Kind,
-    Row,
-    Rule,
-    any_pattern,
-    blank,
-    pattern_reason,
-)
+from pipeline.filter.kinds.common import any_pattern, blank, pattern_reason
+from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import glob_to_regex
 
 
@@ -50,15 +42,9 @@ def check(params: dict[str, Any], fail: Fail) -> None:
     params["except_patterns"] = tuple((lb, glob_to_regex(g)) for lb, g in params["except"])
 
 
-KIND = Kind(
-    keys={
-        "globs": (True, None),
-        "except": (False, ()),
-        "ignore_case": (False, False),
-        "before_blank": (False, False),
-    },
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    check=check,
-)
+KEYS = {
+    "globs": (True, None),
+    "except": (False, ()),
+    "ignore_case": (False, False),
+    "before_blank": (False, False),
+}

@@ -6,7 +6,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Fail, Found, Kind, Row, Rule, any_pattern, pattern_reason
+from pipeline.filter.kinds.common import any_pattern, pattern_reason
+from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
@@ -34,15 +35,9 @@ def check(params: dict[str, Any], fail: Fail) -> None:
     params["except_patterns"] = params["except"]
 
 
-KIND = Kind(
-    keys={
-        "field": (True, None),
-        "patterns": (True, None),
-        "except": (False, ()),  # regexes: an item one of them matches is not a match
-        "ignore_case": (False, False),
-    },
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    check=check,
-)
+KEYS = {
+    "field": (True, None),
+    "patterns": (True, None),
+    "except": (False, ()),  # regexes: an item one of them matches is not a match
+    "ignore_case": (False, False),
+}

@@ -9,19 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.filter.kinds.common import (
-    Fail,
-    Found,
-    Kind,
-    Row,
-    Rule,
-    any_pattern,
-    matches,
-    not_sample,
-    rx,
-    text,
-    when_chain,
-)
+from pipeline.filter.kinds.common import any_pattern, matches, not_sample, rx, text, when_chain
+from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import with_flags
 from pipeline.secrets import CONTENT_FIELDS, sample_path
 
@@ -75,15 +64,9 @@ def check(params: dict[str, Any], fail: Fail) -> None:
             fail(f"pattern {label!r}: a secret pattern must not match the empty string")
 
 
-KIND = Kind(
-    keys={
-        "field": (False, SECRET_RULE_FIELDS),
-        "patterns": (True, None),
-        "sample_patterns": (False, ()),  # secrets outside test fixtures and docs only
-        "ignore_case": (False, False),
-    },
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    check=check,
-)
+KEYS = {
+    "field": (False, SECRET_RULE_FIELDS),
+    "patterns": (True, None),
+    "sample_patterns": (False, ()),  # secrets outside test fixtures and docs only
+    "ignore_case": (False, False),
+}

@@ -10,7 +10,8 @@ import re
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule, text
+from pipeline.filter.kinds.common import text
+from pipeline.filter.kinds.contract import Found, Row, Rule
 from pipeline.filter.regex import NONBLANK_LINE_RE, WORD_RE
 
 
@@ -59,13 +60,8 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     return len(wb & wa) * 100 < p["max_shared_words"] * len(wb | wa)
 
 
-KIND = Kind(
-    keys={
-        "min_lines": (False, 2),  # non-blank lines on each side
-        "min_words": (False, 3),  # distinct words on each side
-        "max_shared_words": (False, 10),  # percent of the two sides' distinct words
-    },
-    hit=hit,
-    reason=reason,
-    reference=reference,
-)
+KEYS = {
+    "min_lines": (False, 2),  # non-blank lines on each side
+    "min_words": (False, 3),  # distinct words on each side
+    "max_shared_words": (False, 10),  # percent of the two sides' distinct words
+}

@@ -8,7 +8,8 @@ import re
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule, text
+from pipeline.filter.kinds.common import text
+from pipeline.filter.kinds.contract import Found, Row, Rule
 from pipeline.filter.regex import DOTTED_VERSION_RE
 from pipeline.shapes.normalise import normalise_text, normalise_text_expr, vectorised
 
@@ -51,4 +52,4 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     )
 
 
-KIND = Kind(keys={"languages": (True, None)}, hit=hit, reason=reason, reference=reference)
+KEYS = {"languages": (True, None)}

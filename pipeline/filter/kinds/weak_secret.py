@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.filter.kinds.common import Found, Kind, Row, Rule
+from pipeline.filter.kinds.contract import Found, Row, Rule
 from pipeline.filter.kinds.secret import SECRET_RULE_FIELDS
 from pipeline.secrets import CONTENT_FIELDS, suspect_column, suspects
 
@@ -25,7 +25,7 @@ def reason(rule: Rule, found: Found) -> pl.Expr:
     return pl.col(found[0]).list.join("; ")
 
 
-def findings(rule: Rule, row: Row) -> list[str]:
+def labels(rule: Rule, row: Row) -> list[str]:
     """The reasons the row's fields give, each once, in field order."""
     found = [
         x
@@ -36,14 +36,7 @@ def findings(rule: Rule, row: Row) -> list[str]:
 
 
 def reference(rule: Rule, row: Row, found: Found) -> bool:
-    return bool(findings(rule, row))
+    return bool(labels(rule, row))
 
 
-KIND = Kind(
-    keys={"field": (False, SECRET_RULE_FIELDS)},
-    hit=hit,
-    reason=reason,
-    reference=reference,
-    prepare=prepare,
-    labels=findings,
-)
+KEYS = {"field": (False, SECRET_RULE_FIELDS)}
