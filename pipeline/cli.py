@@ -38,7 +38,7 @@ from pipeline.cli_base import (
 )
 from pipeline.console import console, json_text
 from pipeline.errors import DATA
-from pipeline.stage import NAMES, PIPELINE, by_name
+from pipeline.stage import NAMES, PIPELINE, SMOKE, by_name
 
 if TYPE_CHECKING:
     from pipeline.api import Pipeline, Run
@@ -308,7 +308,6 @@ def smoke_train(
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
     fault: Annotated[str, typer.Option(help="TEST ONLY: pair:A,B | item:A | forward:A.")] = "",
 ) -> None:
-    """LoRA-train export's train split, judge on validation, explain any non-finite step. Slow."""
     options = {k: v for k, v in locals().items() if k not in ("run_dir", "sweep", "fault")}
     from pipeline.config import SmokeConfig, validate
     from pipeline.runs import run_lock
@@ -324,6 +323,9 @@ def smoke_train(
     console.print(Text(f"smoke-train: wrote {run_dir / 'smoke'}"))
     if summary["verdict"] != "trains":
         raise typer.Exit(1)
+
+
+smoke_train.__doc__ = SMOKE.doc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -298,16 +298,6 @@ class StageRun:
         return manifest
 
 
-def require_output(
-    path: Path, stage: str, needed_by: str, exc: type[StageFailed] = StageFailed
-) -> None:
-    """Raise `exc` unless `path` is an output of a finished `stage` (its folder has a manifest)."""
-    if not path.exists() or read_manifest(path.parent) is None:
-        raise exc(
-            f"{needed_by}: no {stage} output in {path.parent}; run `editcurate {stage}` first"
-        )
-
-
 def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
     p = stage_dir / MANIFEST
     if not p.exists():
@@ -319,7 +309,3 @@ def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
     # anything but an object whose outputs and counts are objects: not a manifest (unfinished)
     ok = isinstance(m, dict) and all(isinstance(m.get(k, {}), dict) for k in ("outputs", "counts"))
     return m if ok else None
-
-
-def stage_fingerprint(stage: str, section_fp: str, code_version: str) -> str:
-    return hashlib.sha256(f"{stage}\0{section_fp}\0{code_version}".encode()).hexdigest()[:16]

@@ -305,6 +305,27 @@ PIPELINE: tuple[Stage, ...] = (
     ),
 )
 
+# Stages outside the default PIPELINE, run by a command of their own through the same runner.
+SMOKE = Stage(
+    name="smoke",
+    doc="LoRA-train export's train split, judge on validation, explain any non-finite step. Slow.",
+    section="smoke",
+    reads=tuple(f"export/{s}.parquet" for s in SPLITS),
+    # always written; eval.parquet (when judged) the step records itself, adapter/ and
+    # windows/ (when non-finite) sit beside them
+    writes=(
+        Output("items.parquet"),
+        Output("steps.parquet"),
+        Output("culprits.json"),
+        Output("summary.json"),
+        Output("loss_grad.png"),
+    ),
+    step=_ref("train.stage", "step"),
+    key=_ref("train.stage", "key"),
+    conservation="none",  # it trains on items, it does not pass them on
+)
+OPTIONAL: tuple[Stage, ...] = (SMOKE,)
+
 NAMES = tuple(s.name for s in PIPELINE)
 
 

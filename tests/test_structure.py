@@ -83,3 +83,12 @@ def test_stage_vocabulary_comes_from_pipeline():
     # each stage reads what the stage before it passes on
     for before, stage in zip(PIPELINE, PIPELINE[1:], strict=False):
         assert stage.reads[0] == f"{before.name}/{before.passes_on[0]}"
+
+
+def test_smoke_train_is_an_optional_stage_through_the_runner():
+    from pipeline.stage import NAMES, OPTIONAL, SMOKE
+
+    assert SMOKE in OPTIONAL and SMOKE.name not in NAMES  # not in `editcurate run`
+    assert SMOKE.reads == tuple(f"export/{s}.parquet" for s in SPLITS)
+    # its code fingerprint is derived as every stage's: the loop and the model are in it
+    assert {"train/stage.py", "train/loop.py", "train/model.py"} <= set(SMOKE.code)

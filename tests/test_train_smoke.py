@@ -13,7 +13,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from pipeline.config import SmokeConfig  # noqa: E402
-from pipeline.runs import write_json  # noqa: E402
+from pipeline.runs import StageRun, read_manifest  # noqa: E402
+from pipeline.stage import SPLITS  # noqa: E402
 from pipeline.train import stage as smoke  # noqa: E402
 from pipeline.train.data import ByteTokenizer, order_items, preflight, prompt_ids  # noqa: E402
 from pipeline.train.loop import (  # noqa: E402
@@ -47,11 +48,13 @@ def items(n: int, start: int = 0) -> pl.DataFrame:
 def run_dir(tmp_path: Path, train: pl.DataFrame, validation=None, test=None) -> Path:
     """A run folder with a finished export: its three splits."""
     d = tmp_path / "run"
-    (d / "export").mkdir(parents=True)
+    export = StageRun(run_dir=d, stage="export", fingerprint="t", config_fingerprint="", inputs={})
+    export.begin()
     empty = train.clear()
     for name, df in (("train", train), ("validation", validation), ("test", test)):
         (empty if df is None else df).write_parquet(d / "export" / f"{name}.parquet")
-    write_json(d / "export" / "manifest.json", {"stage": "export"})
+        export.record_output(f"{name}.parquet", "terminal")
+    export.finish({})
     return d
 
 
@@ -225,6 +228,10 @@ def test_run_trains_on_train_split_and_reports_zero_supervision(tmp_path):
     d = run_dir(tmp_path, df, validation=items(2, start=50))
     s = smoke.run(d, small(eval_items=2))
     assert s["verdict"] == "trains", s["reason"]
+    # the runner's manifest: export's outputs as inputs, every declared output recorded
+    m = read_manifest(d / "smoke")
+    assert m is not None and set(m["inputs"]) == {f"export/{x}.parquet" for x in SPLITS}
+    assert {"summary.json", "items.parquet", "eval.parquet"} <= set(m["outputs"])
     assert s["eval_loss_after"] < s["eval_loss_before"]
     assert s["model"]["tensors"] == 28 and s["model"]["dtypes"] == ["float32"]
     assert s["preflight"]["zero_supervision"] == ["i05"]

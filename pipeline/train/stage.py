@@ -2,38 +2,37 @@
 
 Trains on export's train split, judges on its validation split (never trained on), and probes
 every curated item of all splits. Slow by design (a real loop), so it is a command of its own
-and not a stage of `editcurate run`. `verdict` (trains / fails: finite steps, loss going down)
-sets the exit code; `gate` (pass / fail / skipped: held-out quality) is reported beside it.
+and not a stage of `editcurate run`: the optional stage SMOKE (pipeline/stage.py), run through
+the one runner (its fingerprint, inputs, atomic outputs, manifest and checks are the runner's).
+`verdict` (trains / fails: finite steps, loss going down) sets the exit code; `gate` (pass /
+fail / skipped: held-out quality) is reported beside it.
 """
 
 from __future__ import annotations
 
-import hashlib
+import functools
+import json
 import math
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from pipeline.config import SmokeConfig, canonical_text
-from pipeline.runs import (
-    StageRun,
-    input_fingerprint,
-    require_output,
-    stage_fingerprint,
-    write_json,
-    write_parquet,
-)
-from pipeline.stage import SPLITS, code_files, code_version
+from pipeline.config import Config, RunConfig, SmokeConfig
+from pipeline.runs import write_json, write_parquet
+from pipeline.stage import SMOKE, SPLITS
 from pipeline.train.faults import Fault
 from pipeline.train.loop import LoopConfig, eval_loss, train
 from pipeline.train.sweep import SmokeFailed, classify_sweep, parse_sweep
 
+if TYPE_CHECKING:
+    from pipeline.runner import StageIO
+
 __all__ = ["SmokeFailed", "classify_sweep", "parse_sweep", "run", "print_summary", "fit"]
 
-STAGE = "smoke"
 LOSS_SAMPLE = 32  # training items whose loss before and after decides "loss going down"
 _NOT_JUDGED = {"gate": "skipped", "gate_reason": "generation not run (run(generate=False))"}
 
@@ -70,19 +69,10 @@ def loop_config(sc: SmokeConfig) -> LoopConfig:
     )
 
 
-def prepare(run_dir: Path, sc: SmokeConfig) -> StageRun:
-    check_config(sc)
-    src = {s: run_dir / "export" / f"{s}.parquet" for s in SPLITS}
-    require_output(src["train"], "export", "smoke-train", SmokeFailed)
-    section_fp = hashlib.sha256(canonical_text(sc.model_dump()).encode()).hexdigest()
-    return StageRun(
-        run_dir=run_dir,
-        stage=STAGE,
-        # this module and what it imports, as a stage's (pipeline/stage.py code_files)
-        fingerprint=stage_fingerprint(STAGE, section_fp[:16], code_version(code_files([__name__]))),
-        config_fingerprint=section_fp[:16],
-        inputs={f"export/{s}.parquet": input_fingerprint(p) for s, p in src.items() if p.exists()},
-    )
+def key(cfg: Config) -> tuple[str, dict[str, str]]:
+    """Before the stage runs: what the config cannot check."""
+    check_config(cfg.smoke)
+    return "", {}
 
 
 def read_splits(run_dir: Path) -> dict[str, pl.DataFrame]:
@@ -207,16 +197,38 @@ def run(
     generate: bool = True,
     fault_spec: str = "",
 ) -> dict[str, Any]:
-    """Smoke-train export's train split; write RUN_DIR/smoke/; return the summary."""
+    """Smoke-train export's train split through the runner; write RUN_DIR/smoke/; return the
+    summary. Always re-run: a sweep or an injected fault changes the outputs, and neither is
+    config."""
+    from pipeline.runner import run_stage
+
+    cfg = Config(run=RunConfig(root=str(run_dir.parent), name=run_dir.name), smoke=sc)
+    knobs = functools.partial(
+        step, sweep=sweep, fault=fault, generate=generate, fault_spec=fault_spec
+    )
+    run_stage(replace(SMOKE, step=knobs), cfg, force=True)
+    summary: dict[str, Any] = json.loads((cfg.run_dir / SMOKE.name / "summary.json").read_bytes())
+    return summary
+
+
+def step(
+    cfg: Config,
+    io: StageIO,
+    sweep: tuple[str, list[Any]] | None = None,
+    fault: Fault | None = None,
+    generate: bool = True,
+    fault_spec: str = "",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stage: train, locate, judge; its outputs in io.dir."""
     import torch
 
     from pipeline.train import evaluate as ev
     from pipeline.train.model import adapter_finite
     from pipeline.train.sweep import sweep_runs
 
-    sr = prepare(run_dir, sc)
-    sr.begin()
-    out = sr.dir
+    sc = cfg.smoke
+    run_dir = cfg.run_dir
+    out = io.dir
     device = _device(sc)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
@@ -246,15 +258,15 @@ def run(
     if judged_items:
         preds = ev.generate(model, tok, judged_items, device, sc.max_new_tokens)
         scores = ev.score(judged_items, preds, res["before_training"])
-        write_parquet(pl.DataFrame(scores["per_item"]).to_arrow(), out / "eval.parquet", sr.meta)
-        sr.record_output("eval.parquet", "aux")
+        write_parquet(pl.DataFrame(scores["per_item"]).to_arrow(), out / "eval.parquet", io.meta)
+        io.run.record_output("eval.parquet", "aux")
     trained_ids = {e.id for e in res["examples"]}
     val_examples = _val_examples(val, tok, sc)
     held_out_loss = eval_loss(model, val_examples, tok.pad_token_id, device)
 
     items = res["preflight"].join(res["items"], on="id", how="left").sort("id")
-    write_parquet(items.to_arrow(), out / "items.parquet", sr.meta)
-    write_parquet(res["steps"].to_arrow(), out / "steps.parquet", sr.meta)
+    write_parquet(items.to_arrow(), out / "items.parquet", io.meta)
+    write_parquet(res["steps"].to_arrow(), out / "steps.parquet", io.meta)
     ev.plot(res["steps"], out / "loss_grad.png")
 
     sweep_out = sweep_runs(frames["train"], sc, sweep, device, fault, fit) if sweep else {}
@@ -323,11 +335,7 @@ def run(
         "torch": torch.__version__,
     }
     write_json(out / "summary.json", summary)
-    for name in ("items.parquet", "steps.parquet", "summary.json", "culprits.json"):
-        sr.record_output(name, "aux")
-    sr.record_output("loss_grad.png", "aux")
-    sr.finish({"items": trained.height, "skipped": dropped.height, "verdict": v})
-    return summary
+    return {"items": trained.height, "skipped": dropped.height, "verdict": v}, {}
 
 
 def _cpu(v: Any) -> Any:
