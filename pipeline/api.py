@@ -20,7 +20,7 @@ from pipeline import secrets
 from pipeline.config import Config, ConfigError, apply_override, load_config, validate
 from pipeline.errors import EnvError, UsageError
 from pipeline.runner import StageResult, run_stage
-from pipeline.runs import read_manifest, run_lock
+from pipeline.runs import read_manifest, run_lock, stale_stages
 from pipeline.stage import PIPELINE, Stage, resolve
 
 
@@ -214,4 +214,10 @@ class Run:
                 "wall_s": m.get("wall_s"),
                 "cpu_s": m.get("cpu_s"),
             }
-        return {"run": str(self.path), "stages": stages, "wall_s": round(self.wall_s, 3)}
+        return {
+            "run": str(self.path),
+            "stages": stages,
+            # stages whose inputs changed after they ran: not current, so not in `stages`
+            "stale": stale_stages(self.path),
+            "wall_s": round(self.wall_s, 3),
+        }

@@ -193,6 +193,7 @@ def run_all(
             console.print(Text.assemble(("conservation: ", "red"), prob))
         raise typer.Exit(DATA)
     console.print(Text.assemble(("run complete", "green"), f": {run.path} (conservation verified)"))
+    _say_stale(run.path)
     if until is None:
         _report(run, p)
     if json_:
@@ -243,6 +244,19 @@ def report(
     console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
 
 
+def _say_stale(run_dir: Path) -> None:
+    """The stages whose inputs changed after they ran (their manifests are set aside)."""
+    from pipeline.runs import stale_stages
+
+    for name, why in stale_stages(run_dir).items():
+        console.print(
+            Text.assemble(
+                ("stale ", "yellow"),
+                f"{name}: {why}; not current, not checked: run it again (without --until)",
+            )
+        )
+
+
 @app.command()
 def verify(run_dir: RunDir) -> None:
     """Check that every item that entered a stage left it in exactly one output."""
@@ -251,6 +265,7 @@ def verify(run_dir: RunDir) -> None:
     problems, passed = verify_run(run_dir)
     for p in passed:
         console.print(Text.assemble(("ok ", "green"), p))
+    _say_stale(run_dir)
     if problems:
         for p in problems:
             console.print(Text.assemble(("FAIL ", "bold red"), p))

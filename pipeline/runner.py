@@ -33,6 +33,7 @@ from pipeline.parts import Parts, Writer, read_schema
 from pipeline.runs import (
     StageFailed,
     StageRun,
+    invalidate_downstream,
     parts_sink,
     read_manifest,
     write_text,
@@ -166,6 +167,7 @@ def run_stage(stage: Stage, cfg: Config, force: bool = False) -> StageResult:
     cpu1 = os.times()
     extra["cpu_s"] = round((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system), 3)
     manifest = sr.finish(counts, extra)
+    invalidate_downstream(cfg.run_dir, stage.name)  # no later output is older than this one
     from pipeline.verify import check_stage
 
     problems: list[str] = []

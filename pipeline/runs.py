@@ -28,6 +28,10 @@ from pipeline.errors import EnvError, UsageError
 from pipeline.parts import PartSink, num_rows
 
 MANIFEST = "manifest.json"
+# a stage whose inputs changed after it ran: its manifest, moved aside, saying why. Without a
+# manifest the stage reads as not done everywhere (verify, why, report, summary, the skip
+# check), so no reader takes its old outputs for current; rerunning it removes this file.
+STALE = "stale.json"
 PARQUET_OPTS = dict(compression="zstd", write_statistics=True)
 _VERSIONED = (
     "editcurate",
@@ -263,6 +267,7 @@ class StageRun:
         """Drop the old manifest first, so a run killed midway is never mistaken for done."""
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / MANIFEST).unlink(missing_ok=True)
+        (self.dir / STALE).unlink(missing_ok=True)
         for stale in self.dir.glob(".*.tmp"):
             if stale.is_dir() and not stale.is_symlink():
                 shutil.rmtree(stale)
@@ -296,6 +301,53 @@ class StageRun:
         }
         write_json(self.dir / MANIFEST, manifest)
         return manifest
+
+
+def invalidate_downstream(run_dir: Path, changed: str) -> list[str]:
+    """After stage `changed` wrote its outputs: every finished stage that read an output of it
+    with other content, or that reads a stage made stale here (transitively), loses its
+    manifest to STALE. Returns those stages, in the order found."""
+    stale: list[str] = []
+    todo = [changed]
+    while todo:
+        up = todo.pop(0)
+        up_m = read_manifest(run_dir / up)
+        now = {
+            n: f"sha256:{o.get('sha256', '')}" for n, o in (up_m or {}).get("outputs", {}).items()
+        }
+        for d in sorted(p.parent for p in run_dir.glob(f"*/{MANIFEST}")):
+            m = read_manifest(d)
+            if m is None or d.name == up:
+                continue
+            read = {
+                k.partition("/")[2]: v
+                for k, v in m.get("inputs", {}).items()
+                if k.startswith(f"{up}/")
+            }
+            if not read or (up_m is not None and all(now.get(n) == v for n, v in read.items())):
+                continue
+            why = f"{up} changed after it ran" if up == changed else f"{up} is stale"
+            write_json(d / STALE, {**m, "stale_because": why})
+            (d / MANIFEST).unlink()
+            stale.append(d.name)
+            todo.append(d.name)
+    return stale
+
+
+def stale_stages(run_dir: Path) -> dict[str, str]:
+    """Stage -> why it is stale, for the run folder's stages that are."""
+    from pipeline.stage import NAMES  # (light: the stage list names no stage code)
+
+    out = {}
+    rank = {s: i for i, s in enumerate(NAMES)}
+    found = sorted(run_dir.glob(f"*/{STALE}"), key=lambda p: (rank.get(p.parent.name, 99), p))
+    for p in found:
+        if not (p.parent / MANIFEST).exists():
+            try:
+                out[p.parent.name] = str(json.loads(p.read_bytes()).get("stale_because", ""))
+            except (json.JSONDecodeError, OSError, AttributeError):
+                out[p.parent.name] = "its inputs changed after it ran"
+    return out
 
 
 def read_manifest(stage_dir: Path) -> dict[str, Any] | None:

@@ -26,8 +26,8 @@ from pipeline.report.kept import KEPT_SAMPLE, kept_sample
 from pipeline.report.overview import distributions, funnel, header, with_measures
 from pipeline.report.render import env, render_html, render_md
 from pipeline.report.sampling import _collisions, read_shapes, sampling, shapes, stage_order
-from pipeline.runs import read_manifest, write_json, write_text
-from pipeline.stage import SPLITS
+from pipeline.runs import read_manifest, stale_stages, write_json, write_text
+from pipeline.stage import NAMES, SPLITS
 
 __all__ = [
     "ReportFailed",
@@ -131,11 +131,14 @@ def build(
     window: the config's shapes.window, used for the spread row only when the shapes manifest
     does not record the window the stage ran with. kept: items in the kept sample (drawn with
     the export's seed, not `seed`, which orders the sampling options' batches)."""
-    manifests = {
-        s: m
-        for s in ("ingest", "filter", "dedup", "decontaminate", "shapes", "export")
-        if (m := read_manifest(run_dir / s))
-    }
+    stale = stale_stages(run_dir)
+    if stale:  # its outputs are older than what should have made them: never reported
+        first, why = next(iter(stale.items()))
+        raise ReportFailed(
+            f"report: stage {', '.join(stale)} stale ({first}: {why}); run `editcurate run` "
+            "to bring it up to date"
+        )
+    manifests = {s: m for s in NAMES if (m := read_manifest(run_dir / s))}
     for s in ("ingest", "filter", "dedup"):
         if s not in manifests:
             raise ReportFailed(

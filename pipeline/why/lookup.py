@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.console import visible
-from pipeline.runs import read_manifest
+from pipeline.runs import read_manifest, stale_stages
 from pipeline.stage import NAMES, SPLITS
 
 MIN_PREFIX = 8  # shortest id prefix accepted
@@ -33,13 +33,17 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def read_stages(run_dir: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    """Per stage: done (manifest written) | unfinished (folder, no manifest) | not run,
-    and its manifest ({} when none)."""
+    """Per stage: done (manifest written) | stale (its inputs changed after it ran: its
+    outputs are not read) | unfinished (folder, no manifest) | not run, and its manifest ({}
+    when none)."""
     states, manifests = {}, {}
+    stale = stale_stages(run_dir)
     for s in NAMES:  # a stage is shown only where the run has it (older runs lack some)
         m = read_manifest(run_dir / s)
         if m is not None:
             states[s] = "done"
+        elif s in stale:
+            states[s] = "stale"
         else:
             states[s] = "unfinished" if (run_dir / s).exists() else "not run"
         manifests[s] = m or {}

@@ -123,8 +123,9 @@ def _stage_text(st: str, d: dict[str, Any]) -> list[Part]:
     style = _STATUS_STYLE.get(s, "dim")
     if s == "not reached":
         return [(f"not reached (stopped at {d['stopped_at']})", "dim")]
-    if s in ("not run", "unfinished"):
-        return [(f"stage {s}" + (" (no manifest)" if s == "unfinished" else ""), "yellow")]
+    if s in ("not run", "unfinished", "stale"):
+        say = {"unfinished": " (no manifest)", "stale": " (its inputs changed after it ran)"}
+        return [(f"stage {s}" + say.get(s, ""), "yellow")]
     if s == "missing":
         return [("missing", style), f": {d['note']}"]
     parts: list[Part] = [(s, style)]
