@@ -20,7 +20,7 @@ from pipeline import secrets
 from pipeline.config import Config, ConfigError, apply_override, load_config, validate
 from pipeline.errors import EnvError, UsageError
 from pipeline.runner import StageResult, run_stage
-from pipeline.runs import read_manifest, run_lock, stale_stages
+from pipeline.runs import CONFIG_FILE, read_manifest, run_lock, stale_stages, write_text
 from pipeline.stage import PIPELINE, Stage, resolve
 
 
@@ -106,6 +106,40 @@ class Pipeline:
         return cls(validate(Config, data, where, set_by=set_by).with_base_dir(base))
 
     @classmethod
+    def open(
+        cls,
+        run_dir: str | Path,
+        overrides: dict[str, Any] | None = None,
+        sets: list[str] | None = None,
+    ) -> Pipeline:
+        """The pipeline a run folder was made with (the config it keeps, RUN_DIR/config.toml),
+        overrides and sets on top: a run continued stage by stage without its config file."""
+        stored = Path(run_dir) / CONFIG_FILE
+        if not stored.is_file():
+            raise UsageError(
+                f"{run_dir}: no {CONFIG_FILE} (not a run folder, or one made before run folders "
+                "kept their config); give --config FILE"
+            )
+        p = cls.from_config(stored, overrides, sets)
+        if p.config.run_dir.resolve() != Path(run_dir).resolve():
+            raise UsageError(
+                f"{run_dir}: its {CONFIG_FILE} names the run folder {p.config.run_dir} (moved, "
+                "or run.root/run.name set); give --config FILE"
+            )
+        return p
+
+    def stored_config(self) -> str:
+        """The effective config as the run folder keeps it: every default, and run.base_dir
+        set, so it loads back from the run folder to the same config."""
+        from pipeline.config import config_toml
+
+        cfg = self.config
+        if not cfg.run.base_dir:
+            base = str(Path(cfg.base_dir).resolve())
+            cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"base_dir": base})})
+        return config_toml(cfg, "this run folder")
+
+    @classmethod
     def from_paths(
         cls,
         *paths: str | Path,
@@ -160,6 +194,7 @@ class Pipeline:
         results: list[StageResult] = []
         t0 = time.time()
         with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
+            write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())
             for stage in todo:
                 result = run_stage(stage, cfg, force=force)
                 results.append(result)

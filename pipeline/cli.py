@@ -20,7 +20,6 @@ from rich.text import Text
 
 from pipeline.cli_base import (
     BaseOpt,
-    ConfigOpt,
     ForceOpt,
     FormatOpt,
     Group,
@@ -28,10 +27,12 @@ from pipeline.cli_base import (
     LabelsOpt,
     NgramOpt,
     OptConfigOpt,
+    OptRunDir,
     PathsArg,
     PrintOpt,
     RunDir,
     SetOpt,
+    StageConfigOpt,
     check_report_options,
     fail,
     set_debug,
@@ -82,19 +83,26 @@ def _pipeline(
     paths: list[Path] | None = None,
     out: Path | None = None,
     print_config: bool = False,
+    run_dir: Path | None = None,
 ) -> Pipeline:
-    """The Pipeline from a config or from input paths; --print-config prints it and exits."""
+    """The Pipeline from a config, input paths or a run folder's own config; --print-config
+    prints it and exits."""
     from pipeline.api import Pipeline
     from pipeline.config import config_toml
 
-    if config is not None and paths:
-        fail("give a config or input paths, not both")
+    if config is not None and (paths or run_dir is not None):
+        fail("give a config, or input paths or a run folder, not both")
     if config is not None:
         p = Pipeline.from_config(config, sets=sets or [])
     elif paths:
         p = Pipeline.from_paths(*paths, out=out, sets=sets or [])
+    elif run_dir is not None:
+        p = Pipeline.open(run_dir, sets=sets or [])
     else:
-        fail("give input paths (editcurate run edits.jsonl) or --config FILE")
+        fail(
+            "give input paths (editcurate run edits.jsonl), a run folder (editcurate export "
+            "runs/edits) or --config FILE"
+        )
     if print_config:
         typer.echo(config_toml(p.config, str(config or "")), nl=False)
         raise typer.Exit(0)
@@ -123,21 +131,30 @@ def _show(stage: Stage, result: StageResult) -> None:
 
 
 def _one_stage(
-    name: str, config: Path, sets: list[str] | None, force: bool, print_config: bool
+    name: str,
+    run_dir: Path | None,
+    config: Path | None,
+    sets: list[str] | None,
+    force: bool,
+    print_config: bool,
 ) -> None:
-    _pipeline(config, sets, print_config=print_config).run(only=name, force=force, on_stage=_show)
+    p = _pipeline(config, sets, print_config=print_config, run_dir=run_dir)
+    run = p.run(only=name, force=force, on_stage=_show)
+    _say_stale(run.path)
 
 
 def _stage_command(name: str, doc: str) -> None:
-    """`editcurate NAME --config FILE`: run that one stage (each stage is one in PIPELINE)."""
+    """`editcurate NAME RUN_DIR` or `editcurate NAME --config FILE`: run that one stage (each
+    stage is one in PIPELINE)."""
 
     def command(
-        config: ConfigOpt,
+        run_dir: OptRunDir = None,
+        config: StageConfigOpt = None,
         set_: SetOpt = None,
         force: ForceOpt = False,
         print_config: PrintOpt = False,
     ) -> None:
-        _one_stage(name, config, set_, force, print_config)
+        _one_stage(name, run_dir, config, set_, force, print_config)
 
     command.__doc__ = doc
     app.command(name)(command)
@@ -150,14 +167,15 @@ for _stage in PIPELINE:
 
 @app.command()
 def export(
-    config: ConfigOpt,
+    run_dir: OptRunDir = None,
+    config: StageConfigOpt = None,
     set_: SetOpt = None,
     force: ForceOpt = False,
     format_: FormatOpt = None,
     print_config: PrintOpt = False,
 ) -> None:
     extra = [f"export.format={format_}"] if format_ else []
-    _one_stage("export", config, [*(set_ or []), *extra], force, print_config)
+    _one_stage("export", run_dir, config, [*(set_ or []), *extra], force, print_config)
 
 
 export.__doc__ = by_name("export").doc

@@ -59,8 +59,19 @@ class Group(TyperGroup):
             raise typer.Exit(exit_code(e)) from None
 
 
-ConfigOpt = Annotated[
-    Path, typer.Option("--config", "-c", help="TOML config file.", readable=False)
+StageConfigOpt = Annotated[
+    Optional[Path],  # noqa: UP045 - typer needs Optional here
+    typer.Option(
+        "--config", "-c", help="TOML config file (else: the run folder's own).", readable=False
+    ),
+]
+OptRunDir = Annotated[
+    Optional[Path],  # noqa: UP045
+    typer.Argument(
+        help="A run folder made by `editcurate run`: its stored config (with --set on top).",
+        readable=False,
+        show_default=False,
+    ),
 ]
 OptConfigOpt = Annotated[
     Optional[Path],  # noqa: UP045 - typer needs Optional here

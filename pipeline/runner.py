@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -117,7 +118,7 @@ def upstream(cfg: Config, rel: str, needed_by: str) -> str:
     if not isinstance(out, dict) or not (cfg.run_dir / rel).exists():
         raise StageFailed(
             f"{needed_by}: no {stage} output in {cfg.run_dir / stage}; "
-            f"run `editcurate {stage}` first"
+            f"run `editcurate {stage} {shlex.quote(str(cfg.run_dir))}` first"
         )
     return f"sha256:{out.get('sha256', '')}"
 

@@ -28,6 +28,7 @@ from pipeline.errors import EnvError, UsageError
 from pipeline.parts import PartSink, num_rows
 
 MANIFEST = "manifest.json"
+CONFIG_FILE = "config.toml"  # the effective config a run folder keeps (Pipeline.open)
 # a stage whose inputs changed after it ran: its manifest, moved aside, saying why. Without a
 # manifest the stage reads as not done everywhere (verify, why, report, summary, the skip
 # check), so no reader takes its old outputs for current; rerunning it removes this file.

@@ -228,7 +228,7 @@ def sample_run(tmp_path_factory) -> Path:
 def test_export_needs_shapes(tmp_path) -> None:
     (tmp_path / "c.toml").write_text('[run]\nname = "t"\nroot = "runs"\n')
     res = CliRunner().invoke(app, ["export", "--config", str(tmp_path / "c.toml")])
-    assert res.exit_code == 2 and "run `editcurate shapes` first" in res.output
+    assert res.exit_code == 2 and "run `editcurate shapes " in res.output
 
 
 def test_founding_pair_lands_in_one_split(sample_run: Path) -> None:

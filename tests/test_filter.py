@@ -433,7 +433,7 @@ def test_verify_fails_when_an_item_goes_missing(tmp_path, cli):
 def test_stage_errors_are_one_line_with_exit_2(tmp_path, cli):
     cfg = toml_config(tmp_path, "")
     res = cli("filter", "--config", cfg, ok=False)
-    assert res.exit_code == 2 and "run `editcurate ingest` first" in res.output
+    assert res.exit_code == 2 and "run `editcurate ingest " in res.output
     _fake_ingest(tmp_path / "runs" / "t", [item()])
     (tmp_path / "bad.yaml").write_text("rules:\n  - name: r1\n    type: sparkle\n")
     res = cli("filter", "--config", cfg, "--set", "filter.rules=bad.yaml", ok=False)

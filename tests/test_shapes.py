@@ -368,7 +368,7 @@ def test_stage_end_to_end(tmp_path, cli, policy: str) -> None:
         f'[run]\nname = "t"\nroot = "runs"\n[shapes]\npolicy = "{policy}"\n'
     )
     res = cli("shapes", "--config", tmp_path / "c.toml", ok=False)
-    assert res.exit_code == 2 and "run `editcurate decontaminate` first" in res.output
+    assert res.exit_code == 2 and "run `editcurate decontaminate " in res.output
     _fake_input(tmp_path, [*FOUNDING, ADD_HOOK])
     res = cli("shapes", "--config", tmp_path / "c.toml")
     assert "ten largest groups" in res.output and "2 digit-only" in res.output

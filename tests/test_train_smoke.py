@@ -288,7 +288,7 @@ def test_cli_needs_export_and_a_valid_fault(tmp_path, cli):
     assert res.exit_code == 2 and "nope: no such run folder" in res.output
     (tmp_path / "nope").mkdir()
     res = cli("smoke-train", tmp_path / "nope", ok=False)
-    assert res.exit_code == 2 and "run `editcurate export` first" in res.output
+    assert res.exit_code == 2 and "run `editcurate export " in res.output
     d = run_dir(tmp_path, items(4))
     res = cli("smoke-train", d, "--fault", "both:a", ok=False)
     assert res.exit_code == 2 and "pair:ID,ID | item:ID | forward:ID" in res.output

@@ -405,6 +405,9 @@ class RunConfig(Section):
     num_cpus: int = Field(default=2, ge=1)  # ray: CPUs of the local instance
     # rows per Parquet part of every stage output (pipeline/parts.py)
     part_rows: int = Field(default=1 << 18, ge=1)
+    # the folder relative paths are read from; "" = the config file's folder. The copy of the
+    # config a run folder keeps (RUN_DIR/config.toml) sets it, so it loads from anywhere.
+    base_dir: str = ""
 
     @field_validator("name")
     @classmethod
@@ -432,7 +435,7 @@ class Config(Section):
 
     @property
     def base_dir(self) -> str:
-        return self._base_dir
+        return self.run.base_dir or self._base_dir
 
     def with_base_dir(self, base: str | Path) -> Config:
         c = self.model_copy()

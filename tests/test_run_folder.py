@@ -1,0 +1,55 @@
+"""A run folder keeps its effective config, so a run made from input paths (no config file)
+is continued stage by stage from the folder alone, from any working directory."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline.api import Pipeline
+from pipeline.errors import UsageError
+from pipeline.runs import CONFIG_FILE, read_manifest
+
+SAMPLE = Path(__file__).parent.parent / "data" / "sample"
+
+
+def test_a_stage_command_on_a_config_less_run_folder(tmp_path, cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cli("run", SAMPLE / "edits.jsonl", "--out", "runs/edits", "--until", "dedup")
+    run = tmp_path / "runs" / "edits"
+    stored = tomllib.loads((run / CONFIG_FILE).read_text())
+    assert stored["run"]["base_dir"] == str(tmp_path)  # it loads from anywhere
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for stage in ("decontaminate", "shapes"):
+        cli(stage, run)
+    res = cli("export", run, "--set", "export.format=sft")
+    assert "export: wrote export/" in res.output
+    assert read_manifest(run / "export") is not None
+    train = pl.read_parquet(run / "export" / "train.parquet")
+    assert {"prompt", "completion"} <= set(train.columns) and train.height > 0  # --set took
+    # the same folder through the API, and its config as a config file
+    p = Pipeline.open(run)
+    assert p.config.run_dir == run and p.config.export.format == "sft"
+    assert Pipeline.from_config(run / CONFIG_FILE).config == p.config
+    res = cli("verify", run)
+    assert "verify passed" in res.output
+
+
+def test_a_stage_needs_a_run_folder_or_a_config(tmp_path, cli):
+    res = cli("export", ok=False)
+    assert res.exit_code == 2 and "a run folder (editcurate export runs/edits)" in res.output
+    res = cli("export", tmp_path, ok=False)
+    assert res.exit_code == 2 and f"no {CONFIG_FILE}" in res.output
+    with pytest.raises(UsageError, match=CONFIG_FILE):
+        Pipeline.open(tmp_path)
+
+
+def test_the_missing_upstream_names_the_command_to_type(tmp_path, cli):
+    cli("run", SAMPLE / "edits.jsonl", "--out", tmp_path / "r", "--until", "ingest")
+    res = cli("dedup", tmp_path / "r", ok=False)
+    assert res.exit_code == 2 and "run `editcurate filter " in res.output
