@@ -3,11 +3,11 @@ is continued stage by stage from the folder alone, from any working directory.""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import polars as pl
 import pytest
+import tomllib
 
 from pipeline.api import Pipeline
 from pipeline.errors import UsageError
