@@ -323,3 +323,12 @@ def test_local_checkpoint_offline(tmp_path, cli):
     assert s["items_seen"] == 8 and s["items_skipped"] == 0
     assert res.exit_code == (0 if s["verdict"] == "trains" else 1)
     assert math.isfinite(s["held_out_loss_after"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_asked_on_a_cpu_only_torch_is_one_line_exit_3(tmp_path, cli):
+    d = run_dir(tmp_path, items(4))
+    res = cli("smoke-train", d, "--device", "cuda", ok=False)
+    assert res.exit_code == 3
+    assert "--device cuda: no usable GPU" in res.output and "Traceback" not in res.output
+    assert not (d / "smoke" / "items.parquet").exists()  # refused before any work

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from pipeline.config import Config, RunConfig, SmokeConfig
+from pipeline.errors import EnvError
 from pipeline.runs import write_json, write_parquet
 from pipeline.stage import SMOKE, SPLITS
 from pipeline.train.faults import Fault
@@ -49,11 +50,19 @@ def check_config(sc: SmokeConfig) -> None:
         raise SmokeFailed(f"smoke-train: --model {sc.model}: unknown preset; presets: {known}")
 
 
-def _device(sc: SmokeConfig) -> str:
+def device_of(sc: SmokeConfig) -> str:
+    """The device to train on; --device cuda where this torch has no usable GPU is an
+    environment error, said in one line before anything is read (exit 3)."""
     import torch
 
     if sc.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if sc.device == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+        raise EnvError(
+            f"smoke-train: --device cuda: no usable GPU (torch {torch.__version__}, {build}); "
+            "use --device cpu, or auto"
+        )
     return sc.device
 
 
@@ -72,6 +81,7 @@ def loop_config(sc: SmokeConfig) -> LoopConfig:
 def key(cfg: Config) -> tuple[str, dict[str, str]]:
     """Before the stage runs: what the config cannot check."""
     check_config(cfg.smoke)
+    device_of(cfg.smoke)
     return "", {}
 
 
@@ -229,7 +239,7 @@ def step(
     sc = cfg.smoke
     run_dir = cfg.run_dir
     out = io.dir
-    device = _device(sc)
+    device = device_of(sc)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     frames = read_splits(run_dir)
