@@ -24,12 +24,14 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rich.text import Text
 
 from pipeline.config import Config
-from pipeline.console import progress
+from pipeline.console import console, progress
 from pipeline.errors import DataError
 from pipeline.executors import batches
 from pipeline.executors.contract import merge
+from pipeline.jit import uncached_kernels
 from pipeline.parts import Parts, Writer, read_schema
 from pipeline.runs import (
     StageFailed,
@@ -39,7 +41,7 @@ from pipeline.runs import (
     read_manifest,
     write_text,
 )
-from pipeline.stage import Output, Stage, code_version, resolve
+from pipeline.stage import PKG, Output, Stage, code_version, import_graph, resolve
 
 DEFAULT_BATCH = 65_536  # rows a map stage's batches hold unless it says (Stage.batch_size)
 
@@ -148,6 +150,7 @@ def run_stage(stage: Stage, cfg: Config, force: bool = False) -> StageResult:
     if not force and sr.is_fresh():
         return StageResult(stage.name, read_manifest(sr.dir) or {}, skipped=True)
     sr.begin()
+    _say_compiling(stage)
     cpu0 = os.times()
     io = StageIO(cfg, stage, sr)
     if stage.map is not None:
@@ -176,6 +179,26 @@ def run_stage(stage: Stage, cfg: Config, force: bool = False) -> StageResult:
     if problems:
         raise DataError(f"{stage.name}: {problems[0]}")
     return StageResult(stage.name, manifest, skipped=False)
+
+
+def _say_compiling(stage: Stage) -> None:
+    """One line before a stage none of whose own numba kernels (those of its package) is
+    compiled yet: the first run after an install."""
+    ref = stage.step if isinstance(stage.step, str) else stage.map
+    if not isinstance(ref, str):
+        return
+    resolve(ref)  # imports the stage's modules, and so its kernels' modules
+    home = ref.partition(":")[0].rpartition(".")[0] + "."  # "pipeline.dedup."
+    mods = [m for m in import_graph(PKG) if m.startswith(home) and home != "pipeline."]
+    cold, every = uncached_kernels(mods)
+    if every and cold == every:
+        console.print(
+            Text(
+                f"{stage.name}: compiling its numba kernels on first use (up to a minute, "
+                "once: they are cached for later runs)",
+                style="dim",
+            )
+        )
 
 
 def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | None) -> None:
