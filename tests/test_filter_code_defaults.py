@@ -406,6 +406,9 @@ CAUGHT = [
     (dict(comment="Zod 4.1 (#5130)", **TS), "contentless_comment", "'version_only'"),
     (dict(comment="3.25.65", **TS), "contentless_comment", "'version_only'"),
     (dict(comment="Releasing 0.20.0", **JS), "contentless_comment", "'version_only'"),
+    # a release branch's merge, named after it (axios/axios: 84 hunks of two such merges)
+    (dict(comment="Release/v0.22.0 (#4107)", **JS), "contentless_comment", "'version_only'"),
+    (dict(comment="release/1.4.2", **RUST), "contentless_comment", "'version_only'"),
     (
         dict(comment="[maven-release-plugin] prepare release javapoet-1.2.0", **JAVA),
         "contentless_comment",
