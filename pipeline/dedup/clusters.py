@@ -46,22 +46,33 @@ TIE_BREAK = ("id", "source", "source_ref")  # always appended: a total order ove
 
 
 @nb.njit(inline="always")
+def _common(va, i, ie, vb, j, je, parts, per_part):
+    """How many values the sorted unique runs va[i:ie] and vb[j:je] share; given per_part
+    (not None), also counted per part (an element's part: its value mod parts) into it."""
+    inter = 0
+    while i < ie and j < je:
+        x, y = va[i], vb[j]
+        if x == y:
+            inter += 1
+            if per_part is not None:  # (pruned where it is None: nothing to keep)
+                per_part[x % parts] += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    return inter
+
+
+@nb.njit(inline="always")
 def _jaccard(va, i, ie, vb, j, je, parts, empty):
     """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je], taken apart for each
     of `parts` parts (an element's part: its value mod parts; change sets have four, change.py)
     and the lowest returned; a part empty in A and B counts `empty`, one empty in one 0."""
     if parts == 1:  # shingle sets, every candidate pair: one merge, no counts to keep
-        n, inter = (ie - i) + (je - j), 0
-        while i < ie and j < je:
-            x, y = va[i], vb[j]
-            if x == y:
-                inter += 1
-                i += 1
-                j += 1
-            elif x < y:
-                i += 1
-            else:
-                j += 1
+        n = (ie - i) + (je - j)
+        inter = _common(va, i, ie, vb, j, je, 1, None)
         return empty if n == 0 else inter / (n - inter)
     na, nb_, inter_p = (
         np.zeros(parts, np.int64),
@@ -72,16 +83,7 @@ def _jaccard(va, i, ie, vb, j, je, parts, empty):
         na[va[q] % parts] += 1
     for q in range(j, je):
         nb_[vb[q] % parts] += 1
-    while i < ie and j < je:
-        x, y = va[i], vb[j]
-        if x == y:
-            inter_p[x % parts] += 1
-            i += 1
-            j += 1
-        elif x < y:
-            i += 1
-        else:
-            j += 1
+    _common(va, i, ie, vb, j, je, parts, inter_p)
     low = 1.0
     for p in range(parts):
         u = na[p] + nb_[p] - inter_p[p]

@@ -105,6 +105,15 @@ def sorted_keys(key):
     return sk, order
 
 
+@nb.njit(inline="always")
+def _run_end(sk, s):
+    """The end of the run of equal keys starting at s (one bucket)."""
+    e = s + 1
+    while e < sk.shape[0] and sk[e] == sk[s]:
+        e += 1
+    return e
+
+
 @nb.njit(nogil=True, cache=True)
 def _band_pairs(key, idx, cap):
     """Pairs (lo << 32 | hi) of items sharing a key; buckets over `cap` as (key, members).
@@ -118,9 +127,7 @@ def _band_pairs(key, idx, cap):
     n = sk.shape[0]
     npairs = nbig = nmembers = s = 0
     while s < n:
-        e = s + 1
-        while e < n and sk[e] == sk[s]:
-            e += 1
+        e = _run_end(sk, s)
         k = e - s
         if k > cap:
             nbig += 1
@@ -134,9 +141,7 @@ def _band_pairs(key, idx, cap):
     big_members = np.empty(nmembers, dtype=np.int64)
     w = g = s = 0
     while s < n:
-        e = s + 1
-        while e < n and sk[e] == sk[s]:
-            e += 1
+        e = _run_end(sk, s)
         k = e - s
         if k > cap:
             big_key[g] = sk[s]
@@ -296,36 +301,18 @@ class Candidates:
 
 
 def candidates(
-    sig: np.ndarray,
-    idx: np.ndarray,
-    bands: int,
-    rows: int,
-    cap: int,
-    nsample: int = 5,
-    threads: int = 2,
-    scan_floor: float = 0.7,
-    max_bucket: int = 20_000,
+    sig: np.ndarray, idx: np.ndarray, bands: int, rows: int, cap: int, **options: Any
 ) -> Candidates:
-    """Candidate pairs among the items idx (rows of sig), all in memory: see banded.
+    """Candidate pairs among the items idx (rows of sig), all in memory: see banded, whose
+    options (nsample, threads, scan_floor, max_bucket) it takes.
 
     Buckets over `cap` are scanned pairwise on signatures (pairs with estimated J >=
     scan_floor are candidates); buckets over `max_bucket` are skipped and reported.
     """
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     keys = band_keys(sig, idx, 0, bands, rows)  # all bands in one pass over the signatures
-    return banded(
-        lambda b: keys[b],
-        lambda members: sig[members],
-        idx,
-        bands,
-        rows,
-        cap,
-        sig.shape[1] if sig.ndim == 2 else 0,
-        nsample=nsample,
-        threads=threads,
-        scan_floor=scan_floor,
-        max_bucket=max_bucket,
-    )
+    num_perm = sig.shape[1] if sig.ndim == 2 else 0
+    return banded(lambda b: keys[b], lambda m: sig[m], idx, bands, rows, cap, num_perm, **options)
 
 
 def banded(
