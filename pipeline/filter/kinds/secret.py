@@ -12,7 +12,7 @@ import polars as pl
 from pipeline.filter.kinds.common import any_pattern, matches, not_sample, rx, text, when_chain
 from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import with_flags
-from pipeline.secrets import CONTENT_FIELDS, sample_path
+from pipeline.secrets.places import CONTENT_FIELDS, sample_path
 
 SECRET_RULE_FIELDS = ("before", "after", "context", "comment")  # a secret rule's default fields
 
