@@ -26,7 +26,7 @@ Rules come from two places:
   holds 8 or more characters, is the secret (so `://user:[REDACTED]@host` keeps its shape),
   else the whole match (`(ghp|gho)_...` names a prefix), run on to the token's end. Plus
   TOKEN_FORMATS (`rules`), the token formats it lacks (fine-grained GitHub tokens, Google API
-  keys, Hugging Face tokens ...).
+  keys, Hugging Face tokens ...), which the filter's `secret` rules name (`{format: <name>}`).
 - ours (`rules`): private-key blocks (header, body, to the END line or the end of the text; a
   body and END line whose header was cut off, as in a diff's context), JWTs, `password / secret
   / token / api_key = <literal>` assignments (env, YAML, JSON, code), and high-entropy literals

@@ -22,7 +22,8 @@ HIGH, SAMPLE, WEAK = "high", "sample", "weak"
 # Token formats detect-secrets 1.5 does not know: fine-grained GitHub tokens, Google API keys,
 # Hugging Face tokens, npm tokens outside an .npmrc, PyPI tokens by their prefix alone (the
 # base64 of the macaroon's location, pypi.org or test.pypi.org: detect-secrets wants 70 more
-# characters). Data, like the detect-secrets patterns: add a format here.
+# characters). Data, like the detect-secrets patterns: add a format here. The filter's secret
+# rules name these by their key (`github_pat: {format: github_token}`) rather than spell them.
 TOKEN_FORMATS = {
     "github_token": r"\bgithub_pat_[A-Za-z0-9_]{22,}",
     "google_api_key": r"\bAIza[0-9A-Za-z_-]{35}",
