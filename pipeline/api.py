@@ -16,11 +16,11 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import secrets
 from pipeline.config import Config, ConfigError, apply_override, load_config, validate
 from pipeline.errors import EnvError, UsageError
 from pipeline.runner import StageResult, run_stage
 from pipeline.runs import CONFIG_FILE, read_manifest, run_lock, stale_stages, write_text
+from pipeline.secrets.masking import mask
 from pipeline.stage import PIPELINE, Stage, resolve
 
 
@@ -158,7 +158,7 @@ class Pipeline:
             s["name"] = names[k] if names.count(names[k]) == 1 else f"{names[k]}#{k}"
         if out is None:
             stem = resolved[0].name.split(".")[0] or "run"
-            if secrets.mask(stem)[1]:  # a file named after a token: the folder must not be
+            if mask(stem)[1]:  # a file named after a token: the folder must not be
                 stem = "run"
             run = {"root": str(Path.cwd() / "runs"), "name": stem}
         else:

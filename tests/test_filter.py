@@ -17,6 +17,7 @@ from pipeline.filter.stage import KEPT_SCHEMA, REJECTED_SCHEMA
 from pipeline.parts import num_rows
 from pipeline.runs import StageRun, write_parquet
 from pipeline.schema import ITEM_SCHEMA, item_id
+from pipeline.secrets.rules import TOKEN_FORMATS
 from tests.conftest import shared, toml_config
 
 DEFAULT = load_rules(RULES_DIR / "default.yaml")
@@ -225,6 +226,23 @@ def test_secrets_are_masked_in_every_output_and_never_in_a_reason(tmp_path):
     assert GH_TOKEN not in _strings(res.kept)
 
 
+def test_a_secret_pattern_names_a_token_format_the_masker_spells():
+    """`github_pat: {format: github_token}`: the masker's regex, written once, under the rule
+    file's label (its reason and its mask say github_pat, as when the file spelled it)."""
+    secret = next(r for r in DEFAULT.rules if r.name == "secret")
+    patterns = dict(secret.params["patterns"])
+    assert patterns["github_pat"] == TOKEN_FORMATS["github_token"]
+    assert patterns["google_api_key"] == TOKEN_FORMATS["google_api_key"]
+    assert patterns["huggingface_token"] == TOKEN_FORMATS["huggingface_token"]
+    pat = "github_pat_11ALKOmxg0JTeKdNnFRIBXu_DxtpYlSXpfKtHF4vUCsMehGAkWvj7FAc9QeWJKY40uvSwMFL"
+    res = apply_rules(frame([item(after=f"t = '{pat}'")]), DEFAULT)
+    assert res.rejected.select("rule", "reason", "after").row(0) == (
+        "secret",
+        "github_pat in after",
+        "t = '[REDACTED:github_pat]'",
+    )
+
+
 def assert_vectorised_is_the_reference(rows: list[dict], *rule_sets, mirrors=None) -> None:
     """Each row's (rule, flags) under every rule set: apply_rules as reference_decide says."""
     for rules in rule_sets:
@@ -299,6 +317,14 @@ BAD = [
         "backreferences are not supported",
     ),
     (RULE + "    type: regex\n    field: comment\n", "a regex rule needs `patterns`"),
+    (
+        RULE + "    type: secret\n    patterns: {gh: {format: no_such_token}}\n",
+        "`patterns`: {'format': 'no_such_token'} must be {format: <name>}, a name of github_token",
+    ),
+    (  # only a secret rule's kind names formats
+        RULE + "    type: regex\n    field: comment\n    patterns: {gh: {format: github_token}}\n",
+        "`patterns` must be a non-empty list of regexs or a mapping",
+    ),
     (RULE + "    type: noop\n  - name: r1\n    type: noop\n", "rule 'r1': already defined"),
     ("rulez: []\n", "unknown top-level key 'rulez'"),
     ("rules: [\n", "invalid YAML"),

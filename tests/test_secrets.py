@@ -12,7 +12,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline import secrets as S
+from pipeline.secrets.finding import rules, suspects
+from pipeline.secrets.masking import mask, mask_columns
+from pipeline.secrets.rust import rust_ok
 from tests.conftest import toml_config
 
 JWT = (
@@ -78,7 +80,7 @@ NOT_SECRETS = [
 @pytest.mark.parametrize("secret", list(PLANTED))
 def test_each_planted_kind_is_masked_with_its_kind(secret):
     text, kind = PLANTED[secret]
-    masked, fired = S.mask(text)
+    masked, fired = mask(text)
     assert secret not in masked and "[REDACTED:" in masked
     if kind:
         assert f"[REDACTED:{kind}]" in masked, masked
@@ -87,39 +89,39 @@ def test_each_planted_kind_is_masked_with_its_kind(secret):
 @pytest.mark.parametrize("secret", list(WEAK))
 def test_each_possible_secret_is_found_with_its_reason_and_never_masked(secret):
     text, reason = WEAK[secret]
-    assert S.mask(text) == (text, [])
-    assert [r for _, _, r in S.suspects(text)] == [reason]
-    s, e, _ = S.suspects(text)[0]
+    assert mask(text) == (text, [])
+    assert [r for _, _, r in suspects(text)] == [reason]
+    s, e, _ = suspects(text)[0]
     assert text[s:e] == secret
 
 
 @pytest.mark.parametrize("text", NOT_SECRETS)
 def test_placeholders_digests_and_code_are_not_secrets(text):
-    assert S.mask(text) == (text, [])
-    assert S.suspects(text) == []
+    assert mask(text) == (text, [])
+    assert suspects(text) == []
 
 
 def test_a_url_keeps_its_shape_and_a_key_block_goes_whole():
-    assert S.mask("https://deploy:hunter2pass@db/x")[0] == (
+    assert mask("https://deploy:hunter2pass@db/x")[0] == (
         "https://deploy:[REDACTED:basic_auth_credentials]@db/x"
     )
     text = PLANTED[KEY_BODY][0] + "\nnext = 1"
-    assert S.mask(text)[0] == "[REDACTED:private_key]\nnext = 1"
+    assert mask(text)[0] == "[REDACTED:private_key]\nnext = 1"
 
 
 def test_vectorised_masking_equals_the_per_value_reference():
     values = [t for t, _ in (*PLANTED.values(), *WEAK.values())] + NOT_SECRETS + ["", "x = 1"]
     batch = pa.RecordBatch.from_pydict({"a": values, "b": list(reversed(values))})
-    out, fired = S.mask_columns(batch, ("a", "b"))
-    assert out.column(0).to_pylist() == [S.mask(v)[0] for v in values]
-    assert out.column(1).to_pylist() == [S.mask(v)[0] for v in reversed(values)]
-    assert sum(fired.values()) == 2 * sum(len(S.mask(v)[1]) for v in values)
+    out, fired = mask_columns(batch, ("a", "b"))
+    assert out.column(0).to_pylist() == [mask(v)[0] for v in values]
+    assert out.column(1).to_pylist() == [mask(v)[0] for v in reversed(values)]
+    assert sum(fired.values()) == 2 * sum(len(mask(v)[1]) for v in values)
 
 
 def test_the_detect_secrets_rule_set_is_loaded_as_data():
-    names = {r.name for r in S.rules()}
+    names = {r.name for r in rules()}
     assert {"aws_access_key", "github_token", "slack_token", "stripe_access_key"} <= names
-    assert all(S.rust_ok(r.prefilter) for r in S.rules())
+    assert all(rust_ok(r.prefilter) for r in rules())
 
 
 def _strings_of_every_output(run: Path) -> str:
@@ -180,7 +182,7 @@ def test_no_planted_secret_reaches_any_output_of_a_run(tmp_path, cli):
     ids=["pem_one_line", "pem_headless", "pem_escaped_headless"],
 )
 def test_secrets_in_flattened_or_cut_text_are_masked(text):
-    masked, fired = S.mask(text)
+    masked, fired = mask(text)
     assert fired and "[REDACTED:" in masked
     assert KEY_BODY not in masked, masked
 
@@ -197,8 +199,8 @@ def test_secrets_in_flattened_or_cut_text_are_masked(text):
 )
 def test_possible_secrets_in_cut_or_triple_quoted_text_are_found_not_masked(text, secret):
     """These were masked before; a guess is now only found (the filter flags the item)."""
-    assert S.mask(text) == (text, [])
-    assert [text[s:e] for s, e, _ in S.suspects(text)] == [secret]
+    assert mask(text) == (text, [])
+    assert [text[s:e] for s, e, _ in suspects(text)] == [secret]
 
 
 @pytest.mark.parametrize(
@@ -210,7 +212,7 @@ def test_possible_secrets_in_cut_or_triple_quoted_text_are_found_not_masked(text
     ],
 )
 def test_key_markers_without_a_body_are_mentions(text):
-    assert S.mask(text) == (text, [])
+    assert mask(text) == (text, [])
 
 
 def test_a_headless_key_walk_stays_linear():
@@ -218,5 +220,5 @@ def test_a_headless_key_walk_stays_linear():
 
     many_ends = (("A" * 64 + "\n") * 3 + "-----END RSA PRIVATE KEY-----\n") * 5000
     t = time.time()
-    masked, _ = S.mask(many_ends)
+    masked, _ = mask(many_ends)
     assert time.time() - t < 10 and "A" * 64 not in masked

@@ -19,9 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import secrets as S
 from pipeline.ingest.base import masked_raw
 from pipeline.schema import RAW_MAX_CHARS
+from pipeline.secrets.finding import suspect_column, suspects
+from pipeline.secrets.masking import mask, mask_columns
+from pipeline.secrets.rust import rust_superset
 from tests.conftest import toml_config
 from tests.test_filter import decide
 
@@ -94,16 +96,16 @@ def test_a_token_at_the_raw_cut_is_masked_whole_never_in_part(shorter):
     ids=["aws_secret", "double_escaped"],
 )
 def test_credentials_behind_escaped_quotes_are_masked(text, secret):
-    masked, fired = S.mask(text)
+    masked, fired = mask(text)
     assert secret not in masked and fired, masked
     batch = pa.RecordBatch.from_pydict({"a": [text, "x = 1"]})
-    assert secret not in S.mask_columns(batch, ("a",))[0].column(0)[0].as_py()
+    assert secret not in mask_columns(batch, ("a",))[0].column(0)[0].as_py()
 
 
 def _suspected(text: str) -> list[str]:
     """The vectorised path (the filter's weak_secret rule): `<reason> in after`."""
     frame = pl.DataFrame({"path": [None, None], "after": [text, "x = 1"]})
-    got = S.suspect_column(frame, ("after",)).to_list()
+    got = suspect_column(frame, ("after",)).to_list()
     assert got[1] == []
     return got[0]
 
@@ -127,16 +129,16 @@ def _suspected(text: str) -> list[str]:
 )
 def test_possible_secrets_behind_escaped_quotes_are_found_not_masked(text, secret, reason):
     """Masked before; a guess is now found through the escapes, never masked."""
-    assert S.mask(text) == (text, [])
-    assert [(text[s:e], r) for s, e, r in S.suspects(text)] == [(secret, reason)]
+    assert mask(text) == (text, [])
+    assert [(text[s:e], r) for s, e, r in suspects(text)] == [(secret, reason)]
     assert _suspected(text) == [f"{reason} in after"]
 
 
 @pytest.mark.parametrize("text", WORDY_TEXT)
 def test_a_value_that_merely_contains_a_placeholder_word_is_a_possible_secret(text):
     """Masked before (credential_assignment); now found, and never masked."""
-    assert S.mask(text) == (text, [])
-    found = S.suspects(text)
+    assert mask(text) == (text, [])
+    found = suspects(text)
     assert len(found) == 1 and text[found[0][0] : found[0][1]] in WORDY, found
     assert found[0][2] in ("password_assignment", "api_key_assignment", "token_assignment")
 
@@ -156,21 +158,21 @@ def test_a_value_that_merely_contains_a_placeholder_word_is_a_possible_secret(te
     ],
 )
 def test_a_value_that_is_a_placeholder_as_a_whole_is_not(text):
-    assert S.mask(text) == (text, [])
-    assert S.suspects(text) == []
+    assert mask(text) == (text, [])
+    assert suspects(text) == []
 
 
 @pytest.mark.parametrize("kind", list(TOKENS))
 def test_token_formats_detect_secrets_lacks_are_masked_whole(kind):
     token = TOKENS[kind]
-    assert S.mask(f"auth with {token}, then go") == (
+    assert mask(f"auth with {token}, then go") == (
         f"auth with [REDACTED:{kind}], then go",
         [kind],
     )
 
 
 def test_a_token_detect_secrets_matches_in_part_is_masked_to_its_end():
-    masked, fired = S.mask(f"charge it with {STRIPE} (live)")
+    masked, fired = mask(f"charge it with {STRIPE} (live)")
     assert masked == "charge it with [REDACTED:stripe_access_key] (live)", masked
 
 
@@ -179,12 +181,12 @@ def test_the_rust_prefilters_take_every_separator_pythons_s_does():
     assert _suspected(text) == ["password_assignment in after"]
     aws = "AWS_SECRET_ACCESS_KEY\x1f=\x1fwJalrXUtnFEMI/K7MDENG/bPxRfiCYzq93LKEY12"
     batch = pa.RecordBatch.from_pydict({"a": [text, aws]})
-    out = S.mask_columns(batch, ("a",))[0].column(0).to_pylist()
+    out = mask_columns(batch, ("a",))[0].column(0).to_pylist()
     assert out[0] == text and "wJalr" not in out[1]
     for c in "\x1c\x1d\x1e\x1f \t\u00a0":
         col = pl.Series([f"a{c}b"])
-        assert col.str.contains(S.rust_superset(r"a\sb"))[0], hex(ord(c))
-        assert col.str.contains(S.rust_superset(r"a[\s]b"))[0], hex(ord(c))
+        assert col.str.contains(rust_superset(r"a\sb"))[0], hex(ord(c))
+        assert col.str.contains(rust_superset(r"a[\s]b"))[0], hex(ord(c))
 
 
 def test_a_record_key_in_a_message_is_masked_and_escaped():
@@ -299,12 +301,12 @@ def test_a_file_named_after_a_token_does_not_name_the_run_folder(tmp_path, cli, 
 def test_a_name_assigned_to_a_credential_variable_is_code_not_a_secret(text):
     """Env var names and token kinds (letters and separators, a credential word in them) are
     kept: masking them would drop ordinary tokenizer and settings code from the corpus."""
-    assert S.mask(text) == (text, [])
-    assert S.suspects(text) == []
+    assert mask(text) == (text, [])
+    assert suspects(text) == []
 
 
 def test_an_aws_secret_key_with_slashes_is_not_taken_for_a_path():
     key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq93LKEY12"
     for text in (f"AWS_SECRET_ACCESS_KEY={key}", f"aws_secret_access_key: {key}"):
-        assert key not in S.mask(text)[0]
-    assert S.mask('private_key = "keys/deploy/id_rsa"')[1] == []  # a path stays
+        assert key not in mask(text)[0]
+    assert mask('private_key = "keys/deploy/id_rsa"')[1] == []  # a path stays

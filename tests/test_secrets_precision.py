@@ -18,8 +18,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline import secrets as S
 from pipeline.filter.apply import apply_rules, reference_decide
+from pipeline.secrets.finding import rules, suspects
+from pipeline.secrets.masking import mask, mask_columns
+from pipeline.secrets.places import SAMPLE_PATH, sample_path
+from pipeline.secrets.rules import placeholder
+from pipeline.secrets.rust import rust_superset
 from tests.conftest import shared, toml_config
 from tests.test_filter import DEFAULT, STRICT, frame, item
 
@@ -225,8 +229,8 @@ def _rejected(run: Path) -> dict[str, dict]:
 @pytest.mark.parametrize("case", list(CLEAN))
 def test_code_examples_fixtures_and_ciphertext_are_kept_unmasked_and_unflagged(run, case):
     path, text = CLEAN[case]
-    assert S.mask(text, path=path) == (text, [])
-    assert S.suspects(text, path) == []
+    assert mask(text, path=path) == (text, [])
+    assert suspects(text, path) == []
     row = _kept(run)[case]
     assert row["after"] == text  # the code as written, not a [REDACTED:...] in it
     assert row["flags"] == [] or not any(f.startswith("possible_secret") for f in row["flags"])
@@ -235,8 +239,8 @@ def test_code_examples_fixtures_and_ciphertext_are_kept_unmasked_and_unflagged(r
 @pytest.mark.parametrize("case", list(FLAGGED))
 def test_a_possible_secret_is_kept_unmasked_and_flagged_with_its_reason(run, case):
     path, text, reason = FLAGGED[case]
-    assert S.mask(text, path=path) == (text, [])
-    assert [r for _, _, r in S.suspects(text, path)] == [reason]
+    assert mask(text, path=path) == (text, [])
+    assert [r for _, _, r in suspects(text, path)] == [reason]
     row = _kept(run)[case]
     assert row["after"] == text
     assert [f for f in row["flags"] if f.startswith("possible_secret")] == [
@@ -247,7 +251,7 @@ def test_a_possible_secret_is_kept_unmasked_and_flagged_with_its_reason(run, cas
 @pytest.mark.parametrize("case", list(DROPPED))
 def test_a_real_token_is_masked_and_dropped_in_every_language(run, case):
     path, text, secret, kind = DROPPED[case]
-    masked, fired = S.mask(text, path=path)
+    masked, fired = mask(text, path=path)
     assert secret not in masked and f"[REDACTED:{kind}]" in masked, masked
     row = _rejected(run)[case]
     assert row["rule"] == "secret_masked"
@@ -264,7 +268,7 @@ def test_a_jwt_or_url_password_in_a_commit_message_is_masked_even_for_a_test_fil
     batch = pa.RecordBatch.from_pydict(
         {"path": ["src/__tests__/jwt.test.ts"], "after": [f'const t = "{JWT}";'], "comment": [msg]}
     )
-    out, fired = S.mask_columns(batch, ("path", "after", "comment"))
+    out, fired = mask_columns(batch, ("path", "after", "comment"))
     assert out.column(1)[0].as_py() == f'const t = "{JWT}";'
     assert out.column(2)[0].as_py() == "rotate the deploy token [REDACTED:jwt]"
     assert fired == {"jwt": 1}
@@ -298,9 +302,9 @@ def test_sample_paths_are_tests_fixtures_and_docs_by_each_languages_convention()
         "src/attestation/mod.rs",
         "main.go",
     ]
-    assert [p for p in samples if not S.sample_path(p)] == []
-    assert [p for p in code if S.sample_path(p)] == []
-    col = pl.Series(samples + code).str.contains(S.SAMPLE_PATH).to_list()  # the filter's Rust
+    assert [p for p in samples if not sample_path(p)] == []
+    assert [p for p in code if sample_path(p)] == []
+    col = pl.Series(samples + code).str.contains(SAMPLE_PATH).to_list()  # the filter's Rust
     assert col == [True] * len(samples) + [False] * len(code)
 
 
@@ -308,12 +312,12 @@ def test_the_vectorised_filter_agrees_with_the_per_row_reference_on_every_case()
     rows = [item(path=p, after=t, source_ref=k) for k, (p, t) in CLEAN.items()]
     rows += [item(path=p, after=t, source_ref=k) for k, (p, t, _) in FLAGGED.items()]
     rows += [item(path=p, after=t, source_ref=k) for k, (p, t, _, _) in DROPPED.items()]
-    for rules in (DEFAULT, STRICT):
-        res = apply_rules(frame(rows), rules)
+    for rule_set in (DEFAULT, STRICT):
+        res = apply_rules(frame(rows), rule_set)
         got = {r["source_ref"]: (r["rule"], r["flags"]) for r in res.rejected.iter_rows(named=True)}
         got |= {r["source_ref"]: (None, r["flags"]) for r in res.kept.iter_rows(named=True)}
         for row in rows:
-            assert got[row["source_ref"]] == reference_decide(rules, row), row["source_ref"]
+            assert got[row["source_ref"]] == reference_decide(rule_set, row), row["source_ref"]
 
 
 def test_a_password_in_a_url_drops_only_outside_tests_and_docs():
@@ -338,7 +342,7 @@ def test_the_js_ts_rust_go_java_corpora_lose_at_most_three_items_to_secrets(tmp_
     rejected for a secret (weak rules only flag): those records go through ingest and filter."""
     secret_rule = next(r for r in DEFAULT.rules if r.name == "secret")
     yaml = [p for _, p in (*secret_rule.params["patterns"], *secret_rule.params["sample_patterns"])]
-    pre = "|".join([*(f"(?:{S.rust_superset(r.prefilter)})" for r in S.rules()), *yaml])
+    pre = "|".join([*(f"(?:{rust_superset(r.prefilter)})" for r in rules()), *yaml])
     sources = ""
     for name in CORPORA:
         with gzip.open(shared(f"{name}.jsonl.gz"), "rb") as f:
@@ -379,7 +383,7 @@ AWS_KEY = "Zq8kL2mN4pR6sT8vX0bC2dF4hJ6kM8nQ1rT3wY5z"
     ],
 )
 def test_a_real_key_under_another_name_or_a_newer_format_is_masked(text):
-    masked, fired = S.mask(text)
+    masked, fired = mask(text)
     assert fired and "[REDACTED:" in masked
     assert AWS_KEY not in masked and "a1B2_c3D4" not in masked
 
@@ -388,12 +392,10 @@ def test_hostile_values_cost_linear_time():
     """Each took minutes or days (nested repeats backtracking): a fixture-like password in a
     URL (`test` + letters), a long run of x, a long line of weak findings (a comment scan
     per finding)."""
-    from pipeline.secret_rules import placeholder
-
     assert not placeholder("test" + "a" * 60 + "1x")
     assert placeholder("test_token_42") and placeholder("sk-xxxxxxxx")
     assert not placeholder("x" * 100_000 + "!")
     url = 'DATABASE_URL = "postgres://app:test' + "a" * 60 + '1x@db:5432/app"'
-    assert S.mask(url)[1] == ["basic_auth_credentials"]  # a literal password, masked
+    assert mask(url)[1] == ["basic_auth_credentials"]  # a literal password, masked
     line = 'password = "Xk9pQ2mZ7rT4" ' * 8000
-    assert len(S.suspects(line, path="deploy/prod.env")) == 8000
+    assert len(suspects(line, path="deploy/prod.env")) == 8000

@@ -5,8 +5,8 @@ run in order: an item matched by several drop rules is rejected under the first 
 `reason`) and lists all of them (`rules`). Reasons are computed on the rejected rows only and
 never quote matched text; secrets are masked in every output column a secret rule scans.
 A `secret` rule's `sample_patterns` apply outside test fixtures and docs only; a `weak_secret`
-rule (pipeline.secrets.suspects, in Python on the rows its prefilter flags) never masks, and
-its flag names the reason: `<rule>:<reason>`.
+rule (pipeline.secrets.finding's suspects, in Python on the rows its prefilter flags) never
+masks, and its flag names the reason: `<rule>:<reason>`.
 """
 
 from __future__ import annotations

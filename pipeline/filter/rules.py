@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -18,7 +19,7 @@ import yaml
 
 from pipeline.config import Config, canonical_text
 from pipeline.filter.kinds import KINDS
-from pipeline.filter.kinds.contract import Rule
+from pipeline.filter.kinds.contract import Fail, Rule
 from pipeline.filter.kinds.length import UNITS
 from pipeline.filter.regex import check_combined, check_pattern
 from pipeline.schema import TEXT_FIELDS
@@ -68,12 +69,24 @@ def _languages(v: Any, fail, key: str) -> tuple[str, ...]:
     return tuple(v)
 
 
+def _named(p: Any, formats: Mapping[str, str], fail: Fail, key: str) -> Any:
+    """A mapping's value `{format: <name>}`: the kind's pattern of that name (Kind.formats);
+    any other value as written."""
+    if not isinstance(p, dict) or not formats:
+        return p
+    name = p.get("format")
+    if set(p) != {"format"} or not isinstance(name, str) or name not in formats:
+        fail(f"`{key}`: {p!r} must be {{format: <name>}}, a name of {', '.join(formats)}")
+    return formats[name]
+
+
 def _patterns(
-    v: Any, fail, key: str = "patterns", what: str = "regex"
+    v: Any, fail, key: str = "patterns", what: str = "regex", formats: Mapping[str, str] = {}
 ) -> tuple[tuple[str, str], ...]:
-    """A list of regexes (each its own label) or a mapping label -> regex; globs alike."""
+    """A list of regexes (each its own label) or a mapping label -> regex, or -> a pattern the
+    kind names (`{format: <name>}`); globs alike."""
     if isinstance(v, dict):
-        items = list(v.items())
+        items = [(k, _named(p, formats, fail, key)) for k, p in v.items()]
     elif isinstance(v, list):
         items = [(p, p) for p in v]
     else:
@@ -143,7 +156,7 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
         if key == "field":
             params[key] = _fields(v, fail)
         elif key in ("patterns", "sample_patterns"):
-            params[key] = _patterns(v, fail, key)
+            params[key] = _patterns(v, fail, key, formats=KINDS[typ].formats)
         elif key in ("globs", "except"):
             kind = "glob" if typ == "path" else "regex"
             params[key] = () if key == "except" and v == [] else _patterns(v, fail, key, kind)

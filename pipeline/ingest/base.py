@@ -22,7 +22,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline import secrets
 from pipeline.schema import (
     ERROR_SCHEMA,
     ITEM_SCHEMA,
@@ -32,6 +31,7 @@ from pipeline.schema import (
     language_from_path,
     normalise_language,
 )
+from pipeline.secrets.masking import HEAD_MARGIN, mask, mask_columns, mask_head
 
 
 @dataclass(slots=True)
@@ -174,7 +174,7 @@ class Batcher:
     """Collects records into columnar batches of items and of errors."""
 
     def __init__(self, source: str, ctx: IngestContext):
-        self.source = secrets.mask(source)[0]  # a file name can hold a token too
+        self.source = mask(source)[0]  # a file name can hold a token too
         self.ctx = ctx
         self._items: dict[str, list] = {f.name: [] for f in ITEM_SCHEMA}
         self._errors: dict[str, list] = {f.name: [] for f in ERROR_SCHEMA}
@@ -207,10 +207,10 @@ class Batcher:
     def _add_error(self, err: RecordError) -> None:
         e = self._errors
         e["source"].append(self.source)
-        ref, fired_ref = secrets.mask(err.ref)
+        ref, fired_ref = mask(err.ref)
         e["source_ref"].append(ref)
         e["severity"].append(err.severity)
-        reason, fired = secrets.mask(err.reason)
+        reason, fired = mask(err.reason)
         raw, fired_raw = masked_raw(err.raw)
         e["reason"].append(reason)
         e["raw"].append(raw)
@@ -263,7 +263,7 @@ class Batcher:
             return None
         batch = pa.RecordBatch.from_pydict(self._items, schema=ITEM_SCHEMA)
         self._items = {f.name: [] for f in ITEM_SCHEMA}
-        batch, fired = secrets.mask_columns(batch, SECRET_FIELDS)
+        batch, fired = mask_columns(batch, SECRET_FIELDS)
         self._count_secrets(fired)
         return batch
 
@@ -280,10 +280,10 @@ def masked_raw(raw: str | bytes, limit: int = RAW_MAX_CHARS) -> tuple[str, list[
     goes through is masked whole (mask_head), so none is left half-shown at it."""
     if isinstance(raw, bytes):
         total = None
-        raw = raw[: (limit + secrets.HEAD_MARGIN) * 4].decode("utf-8", errors="backslashreplace")
+        raw = raw[: (limit + HEAD_MARGIN) * 4].decode("utf-8", errors="backslashreplace")
     else:
         total = len(raw)
-    text, fired = secrets.mask_head(raw, limit)
+    text, fired = mask_head(raw, limit)
     if len(raw) <= limit:
         return text, fired
     more = (total if total is not None else len(raw)) - limit

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pipeline import secrets
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, RawItem, Record, RecordError, SourceUnreadable
 from pipeline.ingest.gitpaths import _diff_path, _header_path, _unquote
+from pipeline.secrets.masking import mask
 
 __all__ = ["_diff_path", "_header_path", "_unquote", "read"]
 
@@ -263,7 +263,7 @@ class _Miner:
         except UnicodeDecodeError:
             path, bad = raw_path.decode("utf-8", "backslashreplace"), head
         # "#" is the batcher's; a secret in a path is masked here, so refs stay unique
-        ref_path = secrets.mask(path)[0].replace("%", "%25").replace("#", "%23")
+        ref_path = mask(path)[0].replace("%", "%25").replace("#", "%23")
         out: list[Record | RecordError] = []
         n_hunks = 0
         while line is not None and line.startswith(b"@@ "):

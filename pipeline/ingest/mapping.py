@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from pipeline import secrets
 from pipeline.config import ConfigError, SourceConfig
 from pipeline.ingest.base import RawItem, Record, RecordError
 from pipeline.schema import TEXT_FIELDS
+from pipeline.secrets.masking import mask, shown
 
 # Fields where a number is a fine value (a PR number, a numeric repo id) and becomes text.
 NUMBER_OK = {"repo", "change", "author", "path"}
@@ -120,7 +120,7 @@ TRANSFORMS: dict[str, Callable[[str], str]] = {
 def check_transforms(spec: SourceConfig) -> None:
     for k, name in spec.transforms.items():
         if name not in TRANSFORMS:
-            source = secrets.mask(spec.display_name())[0]
+            source = mask(spec.display_name())[0]
             raise ValueError(
                 f"source {source!r}: transforms.{k} = {name!r} is unknown; "
                 f"known: {', '.join(sorted(TRANSFORMS))}"
@@ -154,10 +154,10 @@ class UnmappedField(ConfigError):
 
     def __init__(self, item: str, src: str, seen: list[str]):
         # a record's keys are data: a key can be a token, or a terminal escape sequence
-        shown = ", ".join(map(secrets.shown, seen[:20])) + (", ..." if len(seen) > 20 else "")
-        src = secrets.mask(src)[0]
+        fields_seen = ", ".join(map(shown, seen[:20])) + (", ..." if len(seen) > 20 else "")
+        src = mask(src)[0]
         super().__init__(
-            f"fields.{item} = {src!r}: no record has a field {src!r} (fields seen: {shown})"
+            f"fields.{item} = {src!r}: no record has a field {src!r} (fields seen: {fields_seen})"
         )
 
 

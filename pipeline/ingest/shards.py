@@ -23,11 +23,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import secrets
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.opening import BOMS, CHUNK, GZIP_MAGIC, open_regular
+from pipeline.secrets.masking import shown
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def read_piece(task: tuple[str, SourceConfig, Path, Shard | None], p: Params) ->
         bot_patterns=p.bot_patterns,
         advance=advance,
         set_total=lambda n: live.__setitem__("total", n),
-        warn=lambda w: warnings.append(secrets.shown(w)),  # names a file, a header
+        warn=lambda w: warnings.append(shown(w)),  # names a file, a header
         shard=shard,
         fields_seen=seen,
     )

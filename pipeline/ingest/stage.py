@@ -21,7 +21,6 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline import secrets
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console
 from pipeline.errors import DataError
@@ -35,6 +34,7 @@ from pipeline.ingest.table import EMPTY
 from pipeline.parts import Writer
 from pipeline.runs import StageFailed, input_fingerprint
 from pipeline.schema import ERROR_SCHEMA, ITEM_SCHEMA
+from pipeline.secrets.masking import mask, shown
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
@@ -71,7 +71,7 @@ def source_path(cfg: Config, spec: SourceConfig) -> Path:
 def source_name(spec: SourceConfig) -> str:
     """The source's name (by default its file name), secrets masked: it is the `source`
     column, a key of the manifests and in messages, and a file name can hold a token."""
-    return secrets.mask(spec.display_name())[0]
+    return mask(spec.display_name())[0]
 
 
 def source_names(cfg: Config) -> list[str]:
@@ -91,7 +91,7 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
         try:  # before fingerprinting: hashing /dev/zero or a FIFO would never end
             check_source_path(p, EXPECTS.get(spec.kind, "any"))
         except SourceUnreadable as e:
-            raise IngestIOError(f"source {name!r} ({spec.kind}): {secrets.shown(str(e))}") from None
+            raise IngestIOError(f"source {name!r} ({spec.kind}): {shown(str(e))}") from None
         rev = spec.rev if spec.kind == "git" else None
         inputs[name] = input_fingerprint(p, rev)
     return "", inputs
@@ -142,7 +142,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _failure(what: list[str], spec: SourceConfig, i: int) -> IngestFailed:
     """The one-line failure a piece reported (kind, message), as the stage's exception."""
-    kind, msg = what[0], secrets.shown(what[1])  # a path in it can hold a token
+    kind, msg = what[0], shown(what[1])  # a path in it can hold a token
     name = source_name(spec)
     if kind == "unreadable":
         return IngestIOError(f"source {name!r} ({spec.kind}): {msg}")
@@ -211,7 +211,7 @@ def _input_count(
     try:
         got = count_records(spec, source_path(cfg, spec), cfg.ingest.max_record_bytes)
     except SourceUnreadable as e:
-        msg = secrets.shown(str(e))
+        msg = shown(str(e))
         raise IngestIOError(f"source {source_name(spec)!r} ({spec.kind}): {msg}") from None
     if got is None:
         return {}

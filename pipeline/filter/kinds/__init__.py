@@ -3,8 +3,8 @@ its reason in words (computed on the rejected rows only, never quoting matched t
 per-row reference in plain Python (the oracle the tests hold the match to).
 
 A new kind is one module here (KEYS, hit, reason, reference; optionally check, prepare,
-labels: see contract.Kind), listed in KINDS below, plus its tests; rules files then use it
-by name (`type: <name>`). Key validators shared by kinds (field, patterns, globs, shares ...)
+labels, formats: see contract.Kind), listed in KINDS below, plus its tests; rules files then use
+it by name (`type: <name>`). Key validators shared by kinds (field, patterns, globs, shares ...)
 are in rules.py, picked by key name; a kind's `check` validates what spans its keys.
 """
 

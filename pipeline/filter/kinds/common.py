@@ -19,7 +19,7 @@ from pipeline.filter.regex import (
     repo_literal,
     with_flags,
 )
-from pipeline.secrets import CONTENT_FIELDS, SAMPLE_PATH
+from pipeline.secrets.places import CONTENT_FIELDS, SAMPLE_PATH
 
 # ---------------------------------------------------------------- polars, over a batch
 
@@ -70,7 +70,7 @@ def any_pattern(rule: Rule, f: str, key: str = "patterns") -> pl.Expr:
 
 def not_sample(f: str) -> pl.Expr:
     """Where a sample pattern applies in field f: everywhere but in the text of a test
-    fixture's or a doc's file (CONTENT_FIELDS; pipeline.secrets SAMPLE_PATH)."""
+    fixture's or a doc's file (CONTENT_FIELDS; pipeline.secrets.places SAMPLE_PATH)."""
     return ~text("path").str.contains(SAMPLE_PATH) if f in CONTENT_FIELDS else pl.lit(True)
 
 

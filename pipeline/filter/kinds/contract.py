@@ -4,7 +4,7 @@ check), and Row, the one-item view its reference reads in plain Python."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from types import ModuleType
 from typing import Any, NoReturn
@@ -57,6 +57,9 @@ class Kind:
     # flag names each reason (labels: the reasons of one row, for the reference)
     prepare: Callable[[pl.DataFrame, Rule], pl.Series] | None = None
     labels: Callable[[Rule, Row], list[str]] | None = None
+    # patterns defined elsewhere that a rule's patterns may name instead of spelling them
+    # (`label: {format: <name>}`), so each is written once: a secret rule's token formats
+    formats: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, module: ModuleType) -> Kind:

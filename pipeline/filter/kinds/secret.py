@@ -1,6 +1,8 @@
 """secret: a high-confidence credential pattern matches a field (its sample_patterns only
 outside test fixtures and docs); every match is masked as [REDACTED:<name>] in all outputs,
-whatever the action (apply.py masks; this module matches)."""
+whatever the action (apply.py masks; this module matches). A pattern may name one of the token
+formats the ingest masker finds (`github_pat: {format: github_token}`: pipeline.secrets.rules
+TOKEN_FORMATS) rather than spell it again; the label stays the rule file's."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import polars as pl
 from pipeline.filter.kinds.common import any_pattern, matches, not_sample, rx, text, when_chain
 from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import with_flags
-from pipeline.secrets import CONTENT_FIELDS, sample_path
+from pipeline.secrets.places import CONTENT_FIELDS, sample_path
+from pipeline.secrets.rules import TOKEN_FORMATS
 
 SECRET_RULE_FIELDS = ("before", "after", "context", "comment")  # a secret rule's default fields
 
@@ -70,3 +73,5 @@ KEYS = {
     "sample_patterns": (False, ()),  # secrets outside test fixtures and docs only
     "ignore_case": (False, False),
 }
+
+formats = TOKEN_FORMATS  # what a pattern may name: `label: {format: <name>}`

@@ -1,4 +1,4 @@
-"""weak_secret: pipeline/secrets.py's weak detectors (a credential word assigned a literal, a
+"""weak_secret: pipeline.secrets' weak detectors (a credential word assigned a literal, a
 high-entropy literal) with their exemptions; never masks. Its findings (`<reason> in <field>`)
 are found in Python, on the rows their prefilters flag, before the rules run (`prepare`): a
 match is a row with findings, its reason lists them, and its flag names each reason
@@ -10,7 +10,8 @@ import polars as pl
 
 from pipeline.filter.kinds.contract import Found, Row, Rule
 from pipeline.filter.kinds.secret import SECRET_RULE_FIELDS
-from pipeline.secrets import CONTENT_FIELDS, suspect_column, suspects
+from pipeline.secrets.finding import suspect_column, suspects
+from pipeline.secrets.places import CONTENT_FIELDS
 
 
 def prepare(items: pl.DataFrame, rule: Rule) -> pl.Series:

@@ -1,51 +1,29 @@
-"""The secret rules `pipeline.secrets` masks with or flags by, and what each one counts as a
-secret.
+"""The secret rules of our own, and what each one counts as a secret.
 
-- detect-secrets' RegexBasedDetector `denylist` patterns, read as data from the installed
-  package (see `pipeline.secrets`); a token they match is masked to its end (`whole_token`):
-  detect-secrets 1.5 matches Stripe keys for 24 characters and would leave the rest shown.
 - TOKEN_FORMATS: token formats detect-secrets 1.5 lacks, as data (name -> regex).
 - ours: private-key blocks, JWTs, AWS secret keys, credential assignments, high-entropy
-  assigned literals.
+  assigned literals, with the checks that tell a literal credential from code, a placeholder,
+  an example, a version, an alphabet or an encrypted value.
 
-Each rule has a tier (`Rule.tier`):
-- HIGH: a credential wherever it is (a private-key block, a provider token with its own format
-  or prefix, an AWS secret key by name and shape): masked at ingest, the item dropped.
-- SAMPLE: a credential outside test fixtures and documentation (SAMPLE_PATH): a JWT, a literal
-  password in a URL. There they are examples (jwt.io's token, `https://user:pass@host`):
-  neither masked nor flagged; elsewhere as HIGH.
-- WEAK: a guess with no format (a credential word assigned a literal, a high-entropy literal,
-  detect-secrets' keyword detectors): never masked; the filter's `weak_secret` rule flags the
-  item with the reason. Not in test fixtures or docs, not in comments or docstrings, not for
-  identifiers, placeholders, sample values, versions, alphabets or encrypted CI values.
-
-Each rule carries a prefilter: a superset of its pattern in the syntax Python and Rust share;
-`rust_superset` turns it into the Rust regex polars runs, where Python's `\\s`, `\\w` and `\\b`
-mean other character sets (Python's `\\s` also takes U+001C..U+001F).
+Each rule has a tier (`Rule.tier`: HIGH, SAMPLE or WEAK; the package's docstring says what
+each does) and a prefilter: a superset of its pattern in the syntax Python and Rust share
+(pipeline.secrets.rust runs it vectorised).
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-import polars as pl
-
-SKIP_DETECTORS = {"IPPublicDetector", "PrivateKeyDetector", "JwtTokenDetector"}
 HIGH, SAMPLE, WEAK = "high", "sample", "weak"
-# detect-secrets detectors that are a keyword and a value shape, not a format: WEAK (their
-# patterns with a URL in them are a password in a URL: SAMPLE).
-KEYWORD_DETECTORS = {"CloudantDetector", "IbmCloudIamDetector", "IbmCosHmacDetector"}
-KEYWORD_DETECTORS |= {"SoftlayerDetector"}
-SAMPLE_DETECTORS = {"BasicAuthDetector"}  # a literal password in a URL
 
 # Token formats detect-secrets 1.5 does not know: fine-grained GitHub tokens, Google API keys,
 # Hugging Face tokens, npm tokens outside an .npmrc, PyPI tokens by their prefix alone (the
 # base64 of the macaroon's location, pypi.org or test.pypi.org: detect-secrets wants 70 more
-# characters). Data, like the detect-secrets patterns: add a format here.
+# characters). Data, like the detect-secrets patterns: add a format here. The filter's secret
+# rules name these by their key (`github_pat: {format: github_token}`) rather than spell them.
 TOKEN_FORMATS = {
     "github_token": r"\bgithub_pat_[A-Za-z0-9_]{22,}",
     "google_api_key": r"\bAIza[0-9A-Za-z_-]{35}",
@@ -64,107 +42,7 @@ class Rule:
     group: int | str = 0  # the part of the match that is the secret
     check: Callable[[re.Match[str]], bool] | None = None  # False: not a secret after all
     whole_token: bool = False  # the span runs on over token characters after the match
-    tier: str = HIGH  # HIGH, SAMPLE or WEAK (the module's docstring)
-
-
-# ------------------------------------------------------------------------ where a value sits
-
-# Test fixtures and documentation, by path: a value there is an example. Valid in Python `re`
-# and Rust `regex` (the filter runs it vectorised). Folders anywhere in the path; test files
-# by their language's convention (`*_test.go`, `*.test.ts`, `FooTest.java`, `test_x.py`).
-SAMPLE_PATH = (
-    r"(?i:(?:^|/)(?:tests?|__tests__|spec|specs|fixtures?|testdata|test_data|testing|__mocks__"
-    r"|mocks?|e2e|docs?|documentation|examples?)/"
-    r"|(?:^|/)(?:test_[^/]*\.py|conftest\.py|[^/]*_tests?\.(?:py|go|rs|rb|exs?)|[^/]*_spec\.rb"
-    r"|[^/]*[.-](?:test|spec)\.[cm]?[jt]sx?|readme(?:\.[^/]*)?|[^/]*\.(?:md|mdx|markdown|rst|adoc"
-    r"|asciidoc))$)"
-    r"|(?:^|/)[A-Z][^/]*(?:Tests?|IT|Spec)\.(?:java|kt|scala|groovy|cs)$"
-)
-_SAMPLE_PATH = re.compile(SAMPLE_PATH)
-# The item fields that are the file's own text: only there does its path make a value a sample
-# (a commit message, an author, a repo name are not the file's).
-CONTENT_FIELDS = ("before", "after", "context")
-# Source code, by extension: an unquoted value there is an expression (`password: this.pw`,
-# `withXSRFToken: withXSRFToken`), never a literal; in env, ini, YAML, shell files it is one.
-CODE_EXTENSIONS = frozenset(
-    "js jsx ts tsx mjs cjs mts cts vue svelte go java kt kts scala groovy rs py pyi rb php cs c "
-    "h cc cpp cxx hpp m mm swift dart lua ex exs erl hs ml fs jl r pl".split()
-)
-
-
-def sample_path(path: str | None) -> bool:
-    """Whether the item's file is a test fixture or documentation (SAMPLE_PATH)."""
-    return bool(path) and _SAMPLE_PATH.search(path) is not None  # type: ignore[arg-type]
-
-
-def code_path(path: str | None) -> bool:
-    """Whether the file is source code (an unquoted value there is an expression)."""
-    if not path or "." not in path.rsplit("/", 1)[-1]:
-        return False
-    return path.rsplit(".", 1)[-1].lower() in CODE_EXTENSIONS
-
-
-class Comments:
-    """Where a text's comments and docstrings are, found once: `pos in comments` says whether
-    text[pos] is inside a comment or a docstring: a comment line (`//`, `#`, `*`, `/*`, `-- `,
-    `;`, `<!--`), a trailing comment (`x = 1  // ...`), or a line inside a block comment or a
-    triple-quoted string (a docstring) opened on a line above. Each position costs a bisect,
-    not a rescan of the text before it (a long line with many findings was quadratic)."""
-
-    _LEADS = ("//", "/*", "*", "-- ", "<!--", ";", "%")
-    _BLOCKS = (("/*", "*/"), ("<!--", "-->"))
-
-    def __init__(self, text: str):
-        self.text = text
-        self.breaks = [m.start() for m in re.finditer("\n", text)]
-        self.blocks = [
-            ([m.start() for m in re.finditer(re.escape(o), text)],
-             [m.start() for m in re.finditer(re.escape(c), text)], len(o), len(c))
-            for o, c in self._BLOCKS
-        ]  # fmt: skip
-        self.triples = [m.start() for m in re.finditer("\"\"\"|'''", text)]
-        self._trailing: dict[int, int] = {}
-
-    def _first_trailing(self, start: int) -> int:
-        """The end of the first trailing-comment marker of the line at `start` that stands
-        outside quotes (an even count of each quote before it), or -1."""
-        if start not in self._trailing:
-            i = bisect.bisect_left(self.breaks, start)
-            end = self.breaks[i] if i < len(self.breaks) else len(self.text)
-            line, found = self.text[start:end], -1
-            for m in _TRAILING_COMMENT.finditer(line):
-                before = line[: m.start()]
-                if before.count('"') % 2 == 0 and before.count("'") % 2 == 0:
-                    found = start + m.end()
-                    break
-            self._trailing[start] = found
-        return self._trailing[start]
-
-    def __contains__(self, pos: int) -> bool:
-        text = self.text
-        i = bisect.bisect_left(self.breaks, pos)
-        start = self.breaks[i - 1] + 1 if i else 0
-        lead_at = start
-        while lead_at < pos and text[lead_at] in " \t\r\f\v":
-            lead_at += 1
-        lead = text[lead_at : min(pos, lead_at + 8)]
-        if lead.startswith(self._LEADS):
-            return True
-        if lead.startswith("#") and not lead.startswith(("#define", "#include", "#if")):
-            return True
-        trailing = self._first_trailing(start)
-        if 0 <= trailing <= pos:
-            return True
-        for opens, closes, lo, lc in self.blocks:  # a block opened on a line above
-            k = bisect.bisect_right(opens, start - lo) - 1
-            c = bisect.bisect_right(closes, start - lc) - 1
-            o = opens[k] if k >= 0 else -1
-            if o >= 0 and o > (closes[c] if c >= 0 else -1) and (o == 0 or text[o - 1].isspace()):
-                return True
-        return bisect.bisect_right(self.triples, start - 3) % 2 == 1
-
-
-_TRAILING_COMMENT = re.compile(r"(?:^|(?<=\s))(?://|#)")
+    tier: str = HIGH  # HIGH, SAMPLE or WEAK (the package's docstring)
 
 
 # ------------------------------------------------------------------------ placeholders
@@ -429,143 +307,3 @@ def random_key(v: str) -> bool:
 
 def token_format_rules() -> list[Rule]:
     return [Rule(name, re.compile(p), p, whole_token=True) for name, p in TOKEN_FORMATS.items()]
-
-
-# ------------------------------------------------------------------------ detect-secrets
-
-_URL_AUTH = re.compile(r"://(?P<user>[^:/?#\[\]@\s]*):(?P<pw>[^:/?#\[\]@\s]+)@")
-TEMPLATE_PASSWORDS = {"x-oauth-basic", "x-access-token", "oauth2", "token"}
-
-
-def _aws_ok(m: re.Match[str]) -> bool:
-    """An access key id (AKIA...) as matched; a secret key named aws...key: random-looking."""
-    return m.re.groups == 0 or random_key(m.group(1))
-
-
-def _url_auth_ok(m: re.Match[str]) -> bool:
-    """A URL's user:password is literal: a placeholder in either part means a template
-    (`https://{token}:x-oauth-basic@github.com`)."""
-    u = _URL_AUTH.search(m.group(0))
-    if not u:
-        return True
-    user, pw = u.group("user"), u.group("pw")
-    if any(c in part for part in (user, pw) for c in "${}<>*%"):
-        return False
-    return pw.lower() not in TEMPLATE_PASSWORDS and not placeholder(pw)
-
-
-CHECKS: dict[str, Callable[[re.Match[str]], bool]] = {
-    "basic_auth_credentials": _url_auth_ok,
-    "aws_access_key": _aws_ok,
-}
-
-_LOOKAROUND = re.compile(r"\(\?(?:<?[=!])")
-
-
-def strip_lookarounds(p: str) -> str:
-    """The pattern with every look-around group removed: a superset Rust regex can run."""
-    out, i = [], 0
-    while i < len(p):
-        m = _LOOKAROUND.match(p, i)
-        if m and (i == 0 or p[i - 1] != "\\"):
-            depth, j = 0, i
-            while j < len(p):
-                if p[j] == "\\":
-                    j += 2
-                    continue
-                depth += p[j] == "("
-                depth -= p[j] == ")"
-                j += 1
-                if depth == 0:
-                    break
-            i = j
-            continue
-        out.append(p[i])
-        i += 1
-    return "".join(out)
-
-
-# Python's classes as Rust sets that hold them: Python's \s also takes U+001C..U+001F, its \w
-# every letter and number (Rust's \w misses some numbers); \b and \B are dropped (with two
-# \w sets the boundaries differ), \W becomes any character.
-_OUTSIDE = {"s": r"[\s\x1c-\x1f]", "w": r"[\w\p{L}\p{N}]", "b": "", "B": "", "W": r"[\s\S]"}
-_INSIDE = {"s": r"\s\x1c-\x1f", "w": r"\w\p{L}\p{N}", "W": r"\W\w"}
-
-
-def rust_superset(p: str) -> str:
-    """A prefilter written for Python, as a Rust regex matching wherever Python's does."""
-    out, i, in_class = [], 0, False
-    while i < len(p):
-        c = p[i]
-        if c == "\\" and i + 1 < len(p):
-            x = p[i + 1]
-            table = _INSIDE if in_class else _OUTSIDE
-            out.append(table.get(x, c + x))
-            i += 2
-            continue
-        if c == "[" and not in_class:
-            in_class = True
-            out.append(c)
-            # a ] (or ^]) right after the opening bracket is a literal
-            j = i + 1 + (p[i + 1 : i + 2] == "^")
-            if p[j : j + 1] == "]":
-                out.append(p[i + 1 : j + 1])
-                i = j
-        elif c == "]" and in_class:
-            in_class = False
-            out.append(c)
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def rust_ok(p: str) -> bool:
-    try:
-        pl.Series([""], dtype=pl.String).str.contains(rust_superset(p))
-        return True
-    except pl.exceptions.PolarsError:
-        return False
-
-
-def _slug(s: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", s.lower()).strip("_")
-
-
-def detect_secrets_rules() -> list[Rule]:
-    """The RegexBasedDetector patterns of the installed detect-secrets, as rules."""
-    import importlib
-    import inspect
-    import pkgutil
-
-    import detect_secrets.plugins as plugins
-    from detect_secrets.plugins.base import RegexBasedDetector
-
-    rules = []
-    for info in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda m: m.name):
-        mod = importlib.import_module(f"detect_secrets.plugins.{info.name}")
-        for cname, cls in sorted(inspect.getmembers(mod, inspect.isclass)):
-            if (
-                cls.__module__ != mod.__name__
-                or not issubclass(cls, RegexBasedDetector)
-                or cls is RegexBasedDetector
-                or cname in SKIP_DETECTORS
-            ):
-                continue
-            # detect-secrets declares both as abstract properties on the base class; its
-            # plugins set them as class attributes (as its docs ask), which is what we read
-            denylist: Iterable[re.Pattern[str]] = cls.denylist  # type: ignore[assignment]
-            name = _slug(cls.secret_type)  # type: ignore[arg-type]
-            for rx in denylist:
-                pre = strip_lookarounds(rx.pattern)
-                pre = f"(?i:{pre})" if rx.flags & re.I else pre
-                if not rust_ok(pre):
-                    continue  # none today; a future pattern Rust cannot run is left out
-                group = 1 if rx.groups else 0
-                tier = HIGH
-                if cname in SAMPLE_DETECTORS or (cname in KEYWORD_DETECTORS and "://" in pre):
-                    tier = SAMPLE
-                elif cname in KEYWORD_DETECTORS:
-                    tier = WEAK
-                rules.append(Rule(name, rx, pre, group, CHECKS.get(name), True, tier))
-    return rules

@@ -1,109 +1,28 @@
-"""Secrets found and masked before the first write: `[REDACTED:<rule>]` keeps the kind.
-
-Precise by default, never silently damaging code: only a high-confidence credential is masked
-(and its item dropped by the filter); a guess is never masked, it flags the item instead.
-Each rule has a tier (`pipeline.secret_rules`):
-- HIGH, masked everywhere: private-key blocks, provider tokens with their own format or prefix
-  (AWS AKIA..., GitHub ghp_/github_pat_, GitLab glpat-, Slack xox., Stripe sk_live_, Google
-  AIza, Hugging Face hf_, npm, PyPI, OpenAI, SendGrid ...), AWS secret keys (named, 40
-  random characters).
-- SAMPLE, masked outside test fixtures and documentation (`sample_path`): JWTs and literal
-  passwords in URLs. In a test or a doc they are examples (jwt.io's token in a JWT parser's
-  tests), so an item whose path is one keeps them: `mask_columns` reads the batch's `path`.
-- WEAK, never masked (`rules()` leaves them out): a credential word assigned a literal
-  (`password = "..."`), a high-entropy assigned literal, detect-secrets' keyword detectors.
-  `suspects` finds them, for the filter's `weak_secret` rule to flag the item with a reason
-  (`password_assignment`, `high_entropy_literal` ...). Not in test fixtures or docs, comments or
-  docstrings, not unquoted in source code (an expression), not for placeholders or examples.
-
-Rules (`pipeline/secret_rules.py`) come from two places:
-- the maintained detector set of Yelp's detect-secrets (Apache-2.0, pinned in pyproject): the
-  `denylist` regexes of its RegexBasedDetector plugins (AWS, GitHub, GitLab, Slack, Stripe,
-  OpenAI, PyPI, npm, Twilio, SendGrid, Azure, Artifactory, Discord, Telegram, basic-auth URLs
-  ...), read as data from the installed package; a pattern's first group, when it holds 8 or
-  more characters, is the secret (so `://user:[REDACTED]@host` keeps its shape), else the
-  whole match (`(ghp|gho)_...` names a prefix), run on to the token's end. Left out: its
-  IP-address detector (not a secret), and its private-key and JWT patterns, which match a
-  header alone; ours below need the key body / all three JWT parts. Plus TOKEN_FORMATS, the
-  token formats it lacks (fine-grained GitHub tokens, Google API keys, Hugging Face tokens).
-- ours: private-key blocks (header, body, to the END line or the end of the text; a body and
-  END line whose header was cut off, as in a diff's context), JWTs, `password / secret / token
-  / api_key = <literal>` assignments (env, YAML, JSON, code), and high-entropy literals in any
-  assignment; a literal may be triple-quoted or cut off at the end of its line.
-
-Text whose quotes are escaped (`api_key = \\"k9...\\"`, a JSON line's raw text) is also read
-with the backslashes before its quotes taken out, so every rule that needs a quote finds it.
-
-Not secrets: values that are placeholders as a whole (`${X}`, `{token}`, `<x>`, `%(x)s`, `***`,
-`changeme`, `your-api-key-here`, `TODO`), code (a call, an attribute, a subscript), tokenizer
-special tokens (`"<|endoftext|>"`), git SHAs and other pure-hex digests, SRI hashes
-(`sha512-...`), lock-file digests (`sha256:...`).
-
-Speed: each rule has a prefilter regex (a superset); `mask_columns` runs the prefilters
-vectorised over a whole Arrow batch (as Rust regexes that match wherever Python's do:
-`rust_superset`) and calls the Python rules only on the rows they flag.
-"""
+"""Finding secrets in text: the rule set in the order findings are named, the prefilters run
+vectorised over a column (`flagged`), `find` (the secrets the masking rules find, leftmost,
+without overlaps) and `suspects` (WEAK findings, never masked), and `suspect_column`, the
+filter's `weak_secret` findings for a whole batch."""
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
 from functools import lru_cache
-from typing import cast
 
 import polars as pl
-import pyarrow as pa
 
-from pipeline.secret_rules import (
-    CONTENT_FIELDS,
-    KEYWORDS,
+from pipeline.secrets.detectors import detect_secrets_rules
+from pipeline.secrets.places import CONTENT_FIELDS, SAMPLE_PATH, Comments, code_path, sample_path
+from pipeline.secrets.rules import (
     SAMPLE,
-    SAMPLE_PATH,
-    TOKEN_FORMATS,
     WEAK,
-    Comments,
     Rule,
     assignment_reason,
-    code_path,
-    detect_secrets_rules,
-    entropy,
     key_tail_start,
     own_rules,
-    placeholder,
-    rust_ok,
-    rust_superset,
-    sample_path,
-    strip_lookarounds,
     token_format_rules,
 )
-
-__all__ = [
-    "CONTENT_FIELDS",
-    "KEYWORDS",
-    "MARK",
-    "TOKEN_FORMATS",
-    "Rule",
-    "detect_secrets_rules",
-    "entropy",
-    "find",
-    "flagged",
-    "mask",
-    "mask_columns",
-    "mask_head",
-    "placeholder",
-    "rules",
-    "rust_ok",
-    "rust_superset",
-    "sample_path",
-    "shown",
-    "strip_lookarounds",
-    "suspect_column",
-    "suspects",
-    "weak_rules",
-]
-
-MARK = "[REDACTED:{}]"
-HEAD_MARGIN = 16_384  # mask_head reads this far past its cut (longer than any token)
+from pipeline.secrets.rust import rust_superset
 
 
 @lru_cache(maxsize=1)
@@ -126,7 +45,7 @@ def weak_rules() -> tuple[Rule, ...]:
 
 
 @lru_cache(maxsize=1)
-def _samples() -> frozenset[int]:
+def sample_rules() -> frozenset[int]:
     """The indices (in rules()) of SAMPLE rules: not secrets in test fixtures and docs."""
     return frozenset(k for k, r in enumerate(rules()) if r.tier == SAMPLE)
 
@@ -168,7 +87,7 @@ def flagged(col: pl.Series, weak: bool = False) -> dict[int, list[int]]:
     return out
 
 
-# ------------------------------------------------------------------------ masking
+# ------------------------------------------------------------------------ finding
 
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
 
@@ -296,7 +215,7 @@ def find(
     item's file, where it is a test fixture or documentation SAMPLE rules do not apply."""
     if not text:
         return []
-    skip = _samples() if sample_path(path) else frozenset()
+    skip = sample_rules() if sample_path(path) else frozenset()
     return _leftmost(_all_found(text, only, None, skip))
 
 
@@ -324,93 +243,6 @@ def suspects(
             continue  # unquoted in source code: an expression
         out.append((s, e, reason))
     return out
-
-
-def _replaced(text: str, hits: list[tuple[int, int, str]], end: int) -> tuple[str, list[str]]:
-    """text[:end] with each finding that starts before `end` replaced by its mark (whole,
-    also where it runs on past `end`)."""
-    parts, at, fired = [], 0, []
-    for s, e, name in hits:
-        if s >= end:
-            break
-        parts += [text[at:s], MARK.format(name)]
-        fired.append(name)
-        at = e
-    parts.append(text[at:end])
-    return "".join(parts), fired
-
-
-def mask(
-    text: str, only: list[int] | None = None, path: str | None = None
-) -> tuple[str, list[str]]:
-    """(text with every secret replaced by [REDACTED:<rule>], the rules that fired); path:
-    the item's file (SAMPLE rules do not apply in test fixtures and documentation)."""
-    hits = find(text, only, path)
-    return _replaced(text, hits, len(text)) if hits else (text, [])
-
-
-def mask_head(text: str, limit: int) -> tuple[str, list[str]]:
-    """mask(text[:limit]), the secrets found in text[:limit + HEAD_MARGIN]: one the cut goes
-    through is found whole and masked, never shown in part (nor missed, cut too short)."""
-    return _replaced(text, find(text[: limit + HEAD_MARGIN]), min(limit, len(text)))
-
-
-def shown(text: str) -> str:
-    """Text from the data as a message shows it: secrets masked, on one line, control
-    characters escaped (`\\x1b`, never a terminal escape sequence: console.visible)."""
-    from pipeline.console import visible  # here: ingest workers mask without the console
-
-    return visible(mask(text)[0], one_line=True)
-
-
-def mask_columns(
-    batch: pa.RecordBatch, columns: tuple[str, ...]
-) -> tuple[pa.RecordBatch, dict[str, int]]:
-    """The batch with secrets masked in `columns` (string), and secrets masked per rule.
-
-    The prefilters run vectorised over the row's columns joined (one scan per rule, the
-    regexes compiled once a batch); Python looks only at the rows they flag. A row whose
-    `path` (when the batch has one) is a test fixture or documentation keeps the SAMPLE
-    findings (JWTs, passwords in URLs) of its file's text (CONTENT_FIELDS): examples there."""
-    fired: dict[str, int] = {}
-    if batch.num_rows == 0:
-        return batch, fired
-    cols = [batch.schema.get_field_index(c) for c in columns]
-    frame = pl.DataFrame(
-        [cast(pl.Series, pl.from_arrow(batch.column(i))).alias(str(i)) for i in cols]
-    )
-    joined = frame.select(
-        pl.concat_str([pl.col(str(i)).fill_null("") for i in cols], separator="\n")
-    ).to_series()
-    which = flagged(joined)
-    if not which:
-        return batch, fired
-    rows = list(which)
-    samples: dict[int, list[int]] = {}  # row -> its rules but SAMPLE ones: a test's or doc's
-    if "path" in batch.schema.names:
-        paths = batch.column(batch.schema.get_field_index("path"))
-        for k in rows:
-            if sample_path(paths[k].as_py()):
-                samples[k] = [i for i in which[k] if i not in _samples()]
-    arrays = list(batch.columns)
-    for i in cols:
-        col = frame[str(i)]
-        content = batch.schema.field(i).name in CONTENT_FIELDS
-        fixed = {}
-        for k, v in zip(rows, col.gather(rows).to_list(), strict=True):
-            only = samples.get(k, which[k]) if content else which[k]
-            new, names = mask(v, only) if v else (v, [])
-            for n in names:
-                fired[n] = fired.get(n, 0) + 1
-            if names:
-                fixed[k] = new
-        if fixed:
-            col = col.clone().scatter(list(fixed), list(fixed.values()))
-            arrays[i] = col.to_arrow().cast(batch.schema.field(i).type)
-    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema), fired
-
-
-# ------------------------------------------------------------------------ weak: flags
 
 
 def suspect_column(frame: pl.DataFrame, fields: tuple[str, ...]) -> pl.Series:
