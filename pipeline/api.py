@@ -71,6 +71,10 @@ def detect_source(path: Path) -> dict[str, Any]:
     return {"kind": "table", "format": "auto", "path": str(path)}
 
 
+# the first line of a run folder's config.toml in which a secret was masked
+MASKED_CONFIG = "# MASKED: a value here held a secret; this copy is for reading, not loading"
+
+
 class Pipeline:
     """The stages of `stages` over one config; `run` executes them in order."""
 
@@ -120,6 +124,11 @@ class Pipeline:
                 f"{run_dir}: no {CONFIG_FILE} (not a run folder, or one made before run folders "
                 "kept their config); give --config FILE"
             )
+        if stored.read_text(encoding="utf-8").startswith(MASKED_CONFIG):
+            raise UsageError(
+                f"{stored}: its values hold a secret, masked, so it cannot be loaded; give "
+                "--config FILE"
+            )
         p = cls.from_config(stored, overrides, sets)
         if p.config.run_dir.resolve() != Path(run_dir).resolve():
             raise UsageError(
@@ -130,14 +139,18 @@ class Pipeline:
 
     def stored_config(self) -> str:
         """The effective config as the run folder keeps it: every default, and run.base_dir
-        set, so it loads back from the run folder to the same config."""
+        set, so it loads back from the run folder to the same config. A secret in it (a
+        source file named after a token) is masked, as everywhere in a run folder; such a
+        copy says so in its first line, and `open` refuses it."""
         from pipeline.config import config_toml
 
         cfg = self.config
         if not cfg.run.base_dir:
             base = str(Path(cfg.base_dir).resolve())
             cfg = cfg.model_copy(update={"run": cfg.run.model_copy(update={"base_dir": base})})
-        return config_toml(cfg, "this run folder")
+        text = config_toml(cfg, "this run folder")
+        masked, found = mask(text)
+        return f"{MASKED_CONFIG}\n{masked}" if found else text
 
     @classmethod
     def from_paths(

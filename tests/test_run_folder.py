@@ -53,3 +53,14 @@ def test_the_missing_upstream_names_the_command_to_type(tmp_path, cli):
     cli("run", SAMPLE / "edits.jsonl", "--out", tmp_path / "r", "--until", "ingest")
     res = cli("dedup", tmp_path / "r", ok=False)
     assert res.exit_code == 2 and "run `editcurate filter " in res.output
+
+
+def test_a_secret_in_the_config_is_masked_in_the_run_folder(tmp_path):
+    token = "ghp_pfJBd0Kh8oOOL8dKLzdocJ2isAjIhKtJ0Rlg"
+    src = tmp_path / f"export_{token}.jsonl"
+    src.write_bytes((SAMPLE / "edits.jsonl").read_bytes())
+    Pipeline.from_paths(src, out=tmp_path / "r").run(until="ingest")
+    text = (tmp_path / "r" / CONFIG_FILE).read_text()
+    assert token not in text and "[REDACTED:github_token]" in text
+    with pytest.raises(UsageError, match="masked"):
+        Pipeline.open(tmp_path / "r")
