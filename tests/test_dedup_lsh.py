@@ -1,6 +1,7 @@
 import numpy as np
 
-from pipeline.dedup.lsh import candidates, p_candidate, sorted_keys, sorted_unique
+from pipeline.arrays import sorted_unique
+from pipeline.dedup.lsh import candidates, p_candidate, sorted_keys
 
 
 def test_default_bands_catch_a_pair_at_the_threshold():

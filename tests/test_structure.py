@@ -92,3 +92,12 @@ def test_smoke_train_is_an_optional_stage_through_the_runner():
     assert SMOKE.reads == tuple(f"export/{s}.parquet" for s in SPLITS)
     # its code fingerprint is derived as every stage's: the loop and the model are in it
     assert {"train/stage.py", "train/loop.py", "train/model.py"} <= set(SMOKE.code)
+
+
+def test_dedup_find_is_pure_and_the_stage_picks_where_it_runs():
+    graph = module_imports(PKG)
+    assert not {m for m in graph["pipeline.dedup.find"] if "ray" in m.rsplit(".", 1)[-1]}
+    assert "pipeline.dedup.ray_pairs" in graph["pipeline.dedup.stage"]
+    # the helpers every stage may use have homes of their own, not dedup's modules
+    assert "pipeline.arrays" in graph["pipeline.dedup.ray_pairs"]
+    assert "pipeline.executors" in graph["pipeline.dedup.index"]  # in_order

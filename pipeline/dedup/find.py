@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numba as nb
 import numpy as np
@@ -26,8 +26,7 @@ from pipeline.dedup import clusters as C
 from pipeline.dedup import lsh
 from pipeline.dedup.index import Index, Query, best, match_query
 from pipeline.dedup.lsh import p_candidate
-from pipeline.dedup.pairs import EDGE_SCHEMA, verify
-from pipeline.dedup.ray_pairs import Graph
+from pipeline.dedup.pairs import EDGE_SCHEMA, Graph, verify
 from pipeline.dedup.scan import (
     content_hash,
     exact_groups,
@@ -39,6 +38,58 @@ from pipeline.dedup.scan import (
 from pipeline.dedup.store import Store, release
 
 __all__ = ["DedupResult", "find", "find_duplicates", "needed_columns", "scan_floor"]
+
+
+class Placement(Protocol):
+    """Where find's banding, verification and clustering run; the stage picks it from
+    run.executor (Here, or ray_pairs.RayPlacement), so this module reads no config of it."""
+
+    @property
+    def run(self) -> RunConfig | None:
+        """The run whose executor verification's chunks go through (None: here)."""
+        ...
+
+    def candidates(
+        self,
+        band: Callable[..., lsh.Candidates],
+        keys_of: Callable[[int], np.ndarray],
+        idx: np.ndarray,
+        d: DedupConfig,
+    ) -> tuple[lsh.Candidates, Any]:
+        """`band()`'s candidates, and the pairs left elsewhere (None: all are in them)."""
+        ...
+
+    def graph(
+        self,
+        on: Any,
+        sets: Any,
+        rows: np.ndarray,
+        d: DedupConfig,
+        order: np.ndarray,
+        extra: tuple[np.ndarray, np.ndarray, np.ndarray],
+        rep_ids: pl.Series,
+    ) -> Graph:
+        """The pairs left elsewhere (`on`), verified and clustered where they lie."""
+        ...
+
+
+@dataclass(frozen=True)
+class Here:
+    """Everything in this process (verification on `run`'s executor, when given)."""
+
+    run: RunConfig | None = None
+
+    def candidates(
+        self,
+        band: Callable[..., lsh.Candidates],
+        keys_of: Callable[[int], np.ndarray],
+        idx: np.ndarray,
+        d: DedupConfig,
+    ) -> tuple[lsh.Candidates, Any]:
+        return band(), None
+
+    def graph(self, on: Any, *rest: Any) -> Graph:
+        raise AssertionError("Here leaves no pairs elsewhere")
 
 
 def scan_floor(d: DedupConfig) -> float:
@@ -110,7 +161,7 @@ def find(
     store: Store,
     d: DedupConfig,
     index: Index | None = None,
-    run: RunConfig | None = None,
+    where: Placement = Here(),
 ) -> DedupResult:
     """Exact then near duplicates of the rows scan() wrote to `store`, grouped by
     exact_groups (`w`); the input's row order is ignored.
@@ -118,9 +169,9 @@ def find(
     With an `index` (earlier runs' kept items), a row whose exact group holds an indexed id,
     or whose representative is a verified near duplicate of an indexed item, is removed with
     that item as keeper (kinds *_indexed); indexed items rank before every row, so they are
-    never removed. With `run` (its executor "ray"), band grouping and verification run on
-    Ray, and past d.driver_edges candidate pairs the pairs never come here: verification,
-    components and stars run where they lie (ray_pairs.py); the result is the same.
+    never removed. `where` says where banding, verification and clustering run: on Ray
+    (ray_pairs.RayPlacement), past d.driver_edges candidate pairs the pairs never come here:
+    verification, components and stars run where they lie; the result is the same.
     """
     release()
     n = w.height
@@ -167,13 +218,7 @@ def find(
         scan_floor=scan_floor(d),
         max_bucket=d.max_bucket,
     )
-    on_ray = None
-    if run is not None and run.executor == "ray":  # the buckets by a hash shuffle on Ray Data
-        from pipeline.dedup import ray_pairs
-
-        cand, on_ray = ray_pairs.candidates(band, query.keys, eligible, d, run)
-    else:
-        cand = band()
+    cand, elsewhere = where.candidates(band, query.keys, eligible, d)
     order = rank_order(reps, d).astype(np.int64)
     inodes = np.empty(0, np.int64)  # index rows that claim a representative: nodes nrep+k
     extra = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
@@ -183,10 +228,10 @@ def find(
         extra = (at.astype(np.int64), nrep + local.reshape(-1).astype(np.int64), claims.j[at])
         order = np.concatenate([nrep + np.arange(len(inodes)), order])
     rep_ids = reps["id"]
-    if on_ray is not None:  # past d.driver_edges pairs: verified and clustered on Ray
-        g = ray_pairs.graph(on_ray, store.sets(), rep_row, d, order, extra, rep_ids)
+    if elsewhere is not None:  # past d.driver_edges pairs: verified and clustered there
+        g = where.graph(elsewhere, store.sets(), rep_row, d, order, extra, rep_ids)
     else:
-        g = _graph(store, rep_row, cand, d, order, extra, rep_ids, run)
+        g = _graph(store, rep_row, cand, d, order, extra, rep_ids, where.run)
     keeper_rep, j_rep, comp_rep = g.keeper, g.j, g.comp
     release()
     removed, clusters, multi, comp_count, kept_rows = _frames(

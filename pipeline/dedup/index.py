@@ -42,9 +42,10 @@ import pyarrow as pa
 from pipeline.config import DedupConfig
 from pipeline.dedup.change import change_sets
 from pipeline.dedup.clusters import exact_jaccard_cross
-from pipeline.dedup.lsh import band_keys, in_order, min_equal_slots, scan_cross, scan_floor
+from pipeline.dedup.lsh import band_keys, min_equal_slots, scan_cross, scan_floor
 from pipeline.dedup.minhash import permutations
 from pipeline.dedup.shingles import shingle_sets, signed_sets
+from pipeline.executors import in_order
 
 PART_ROWS = 100_000
 GROUP_ROWS = 16_384
@@ -326,7 +327,7 @@ def match_query(index: Index, query: Query, d: DedupConfig) -> Matches:
 
         threads = max(1, nb.get_num_threads())
         with ThreadPoolExecutor(threads) as ex:  # query signatures made in this thread
-            scanned = in_order(ex, lambda it: (it, query.sigs(it[2])), one, scan, threads)
+            scanned = list(in_order(ex, lambda it: (it, query.sigs(it[2])), one, scan, threads))
         found = [p for p, _ in scanned]
         counts["oversized_pairs_compared"] = int(sum(c for _, c in scanned))
     codes = np.unique(np.concatenate([*small, *found, np.empty(0, np.uint64)]))

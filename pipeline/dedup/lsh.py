@@ -14,14 +14,16 @@ one band's keys per thread (`banded` reads them as it goes, so they can stay on 
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numba as nb
 import numpy as np
+
+from pipeline.arrays import sorted_unique
+from pipeline.executors import in_order
 
 SCAN_MARGIN = 0.1  # a big bucket's pairs are verified from estimated J >= threshold - this
 MOVES = 16  # see sorted_keys
@@ -248,37 +250,6 @@ def scan_cross(sq, qs, si, rs, band, rows, min_equal):
     return out[:w], compared
 
 
-def sorted_unique(x: np.ndarray) -> np.ndarray:
-    """np.unique(x), sorting x in place: numpy 2.3+'s np.unique hashes, which is 100x slower
-    than sorting on half a million distinct uint64 (and still 5x with repeats)."""
-    x.sort()
-    keep = np.empty(len(x), dtype=bool)
-    keep[:1] = True
-    np.not_equal(x[1:], x[:-1], out=keep[1:])
-    return x[keep]
-
-
-def in_order(
-    ex: ThreadPoolExecutor,
-    prepare: Callable[[Any], Any],
-    work: Callable[[Any], Any],
-    items: Iterable[Any],
-    depth: int,
-) -> list[Any]:
-    """[work(prepare(x)) for x in items]: prepare in this thread, work in the pool, at most
-    `depth` prepared inputs waiting. prepare may run numba's parallel kernels (reading a
-    band, making signatures), which must not be launched from two threads at once (numba's
-    workqueue layer aborts); work runs nogil kernels."""
-    out: list[Any] = []
-    pending: deque[Future[Any]] = deque()
-    for x in items:
-        pending.append(ex.submit(work, prepare(x)))
-        if len(pending) > depth:
-            out.append(pending.popleft().result())
-    out.extend(f.result() for f in pending)
-    return out
-
-
 @dataclass
 class Candidates:
     a: np.ndarray  # int64 item index, a < b, unique pairs sorted by (a, b)
@@ -357,7 +328,9 @@ def banded(
 
     with ThreadPoolExecutor(max(1, threads)) as ex:
         if made is None:
-            parts = in_order(ex, keys_of, lambda k: _band_pairs(k, idx, cap), range(bands), threads)
+            parts = list(
+                in_order(ex, keys_of, lambda k: _band_pairs(k, idx, cap), range(bands), threads)
+            )
             big = [  # (band, key, members) of every bucket over the cap, in band order
                 (band, p[1][g], p[3][p[2][g] : p[2][g + 1]])
                 for band, p in enumerate(parts)
@@ -365,7 +338,7 @@ def banded(
             ]
             made = [p[0] for p in parts], big
         pair_parts, big = made
-        scanned = in_order(ex, lambda b: (b, bucket(b)), lambda x: scan(*x), big, threads)
+        scanned = list(in_order(ex, lambda b: (b, bucket(b)), lambda x: scan(*x), big, threads))
     pair_parts = pair_parts + [s[0] for s in scanned]
     raw = np.concatenate(pair_parts) if pair_parts else np.empty(0, np.uint64)
     uniq = sorted_unique(raw)

@@ -6,6 +6,8 @@ and the file, never the whole corpus."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,18 @@ EDGE_SCHEMA = pa.schema(  # edges.parquet: the verified pairs at or above edge_f
     ]
 )
 VERIFY_CHUNK = 1 << 15  # candidate pairs verified at once: their rows' sets read per chunk
+
+
+@dataclass
+class Graph:
+    """What find needs of the verified edges: stars and components per node, the counts,
+    and edges.parquet's rows (a stream of tables, in the local file's order)."""
+
+    keeper: np.ndarray
+    j: np.ndarray
+    comp: np.ndarray
+    counts: dict[str, int]
+    edges: Iterator[pa.Table]
 
 
 def verify(

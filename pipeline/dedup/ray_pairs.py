@@ -33,8 +33,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from pipeline.arrays import sorted_unique
 from pipeline.dedup import lsh
-from pipeline.dedup.pairs import VERIFY_CHUNK, jaccards
+from pipeline.dedup.pairs import VERIFY_CHUNK, Graph, jaccards
 from pipeline.dedup.ray_bands import pair_arrays, partitions, ray_bucket_data
 from pipeline.dedup.ray_graph import stars_components, total
 from pipeline.dedup.store import Sets
@@ -93,21 +94,9 @@ def candidates(
     if cand.raw_pairs > d.driver_edges:
         return cand, OnRay(pairs, cand.raw_pairs, run)
     parts = pair_arrays(pairs)
-    uniq = lsh.sorted_unique(np.concatenate(parts) if parts else np.empty(0, np.uint64))
+    uniq = sorted_unique(np.concatenate(parts) if parts else np.empty(0, np.uint64))
     cand.a, cand.b = (uniq >> np.uint64(32)).astype(np.int64), (uniq & LOW).astype(np.int64)
     return cand, None
-
-
-@dataclass
-class Graph:
-    """What find needs of the verified edges: stars and components per node, the counts,
-    and edges.parquet's rows (a stream of tables, in the local file's order)."""
-
-    keeper: np.ndarray
-    j: np.ndarray
-    comp: np.ndarray
-    counts: dict[str, int]
-    edges: Iterator[pa.Table]
 
 
 def graph(
@@ -160,7 +149,7 @@ def _verify(t: pa.Table, refs: tuple[Any, Any]) -> pa.Table:
     import ray
 
     sets, rows = ray.get(refs[0]), ray.get(refs[1])
-    p = lsh.sorted_unique(np.array(t["p"].to_numpy()))  # a copy: sorted in place
+    p = sorted_unique(np.array(t["p"].to_numpy()))  # a copy: sorted in place
     a, b = (p >> np.uint64(32)).astype(np.int64), (p & LOW).astype(np.int64)
     exact, est, change = (np.empty(len(p), dtype=np.float64) for _ in range(3))
     for s in range(0, len(p), VERIFY_CHUNK):
@@ -213,3 +202,32 @@ def _edge_tables(kept: Any, n: int, rep_ids: pl.Series) -> Iterator[pa.Table]:
                 "change_j": t["change"],
             }
         )
+
+
+@dataclass(frozen=True)
+class RayPlacement:
+    """dedup's banding, verification and clustering on Ray (find.Placement): the buckets by
+    a hash shuffle on Ray Data, and past dedup.driver_edges pairs, the pairs left there."""
+
+    run: RunConfig
+
+    def candidates(
+        self,
+        band: Callable[..., lsh.Candidates],
+        keys_of: Callable[[int], np.ndarray],
+        idx: np.ndarray,
+        d: DedupConfig,
+    ) -> tuple[lsh.Candidates, OnRay | None]:
+        return candidates(band, keys_of, idx, d, self.run)
+
+    def graph(
+        self,
+        on: OnRay,
+        sets: Sets,
+        rows: np.ndarray,
+        d: DedupConfig,
+        order: np.ndarray,
+        extra: tuple[np.ndarray, np.ndarray, np.ndarray],
+        rep_ids: pl.Series,
+    ) -> Graph:
+        return graph(on, sets, rows, d, order, extra, rep_ids)

@@ -45,7 +45,15 @@ from rich.table import Table
 from pipeline.config import Config, ConfigError
 from pipeline.console import console
 from pipeline.dedup import index as ix
-from pipeline.dedup.find import DedupResult, find, find_duplicates, needed_columns, scan_floor
+from pipeline.dedup.find import (
+    DedupResult,
+    Here,
+    Placement,
+    find,
+    find_duplicates,
+    needed_columns,
+    scan_floor,
+)
 from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.pairs import EDGE_SCHEMA
 from pipeline.dedup.scan import collect, exact_groups, scan_batch, scan_context
@@ -121,6 +129,15 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
     return "", {f"against:{e}": index_fingerprint(cfg, e) for e in cfg.dedup.against}
 
 
+def placement(cfg: Config) -> Placement:
+    """Where find bands, verifies and clusters: run.executor's choice."""
+    if cfg.run.executor == "ray":
+        from pipeline.dedup.ray_pairs import RayPlacement
+
+        return RayPlacement(cfg.run)
+    return Here(cfg.run)
+
+
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = cfg.dedup
     src = io.input(io.source)
@@ -156,7 +173,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                 store,
                 d,
                 index=index,
-                run=cfg.run,
+                where=placement(cfg),
             )
         store.drop(*store.names()[1:])  # the band keys: only the shingle sets are read on
         write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA)

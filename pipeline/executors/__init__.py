@@ -13,7 +13,9 @@ and give back is in contract.py.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,19 +55,33 @@ def batches(
         for batch in reader:
             yield done(fn(batch, ctx), batch.num_rows)
         return
-    from collections import deque
-    from concurrent.futures import Future, ThreadPoolExecutor
 
-    pending: deque[tuple[Future[Any], int]] = deque()
-    with ThreadPoolExecutor(threads) as pool:
-        for batch in reader:
-            pending.append((pool.submit(fn, batch, ctx), batch.num_rows))
-            if len(pending) >= threads:  # at most `threads` batches held at a time
-                f, rows = pending.popleft()
-                yield done(f.result(), rows)
-        while pending:
-            f, rows = pending.popleft()
-            yield done(f.result(), rows)
+    def work(batch: pa.RecordBatch) -> tuple[tuple[dict[str, Any], dict[str, Any]], int]:
+        return fn(batch, ctx), batch.num_rows
+
+    with ThreadPoolExecutor(threads) as pool:  # at most `threads` batches held at a time
+        for res, rows in in_order(pool, lambda b: b, work, reader, threads - 1):
+            yield done(res, rows)
+
+
+def in_order(
+    ex: ThreadPoolExecutor,
+    prepare: Callable[[Any], Any],
+    work: Callable[[Any], Any],
+    items: Iterable[Any],
+    depth: int,
+) -> Iterator[Any]:
+    """work(prepare(x)) for x in items, in order: prepare in this thread, work in the pool, at
+    most `depth` prepared inputs waiting. prepare may run numba's parallel kernels (reading a
+    band, making signatures), which must not be launched from two threads at once (numba's
+    workqueue layer aborts); work runs nogil kernels."""
+    pending: deque[Future[Any]] = deque()
+    for x in items:
+        pending.append(ex.submit(work, prepare(x)))
+        if len(pending) > depth:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def tasks(

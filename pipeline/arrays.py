@@ -1,0 +1,15 @@
+"""Array helpers the stages share (numpy), each faster than the numpy call it stands for."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """np.unique(x), sorting x in place: numpy 2.3+'s np.unique hashes, which is 100x slower
+    than sorting on half a million distinct uint64 (and still 5x with repeats)."""
+    x.sort()
+    keep = np.empty(len(x), dtype=bool)
+    keep[:1] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
