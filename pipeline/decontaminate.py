@@ -28,9 +28,9 @@ from pipeline.dedup import index as ix
 from pipeline.errors import EnvError
 from pipeline.executors import batches
 from pipeline.executors.contract import merge
-from pipeline.ingest import table
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.opening import check_source_path
+from pipeline.ingest.sources import table
 from pipeline.parts import num_rows, read_schema
 from pipeline.runs import StageFailed, input_fingerprint
 

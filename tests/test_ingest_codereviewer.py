@@ -7,9 +7,9 @@ from pathlib import Path
 
 import orjson
 
-from pipeline.ingest import codereviewer
 from pipeline.ingest.base import IngestContext, Record, RecordError
-from pipeline.ingest.codereviewer import hunk_sides, strip_diff_prefixes
+from pipeline.ingest.sources import codereviewer
+from pipeline.ingest.sources.codereviewer import hunk_sides, strip_diff_prefixes
 from tests.conftest import read_source
 
 OLDF = "import os\n" * 500  # the whole old file: must never be kept

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import SourceConfig
-from pipeline.ingest import git as gitsrc
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
+from pipeline.ingest.sources import git as gitsrc
 from tests.conftest import read_source
 
 APP_V1 = "".join(f"line{i}\n" for i in range(1, 11))

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
-from pipeline.ingest.github import read
+from pipeline.ingest.sources.github import read
 
 HUNK = (
     "@@ -1,6 +1,6 @@ def main():\n import os\n import sys\n-x = 1\n+x = 2\n-y = 1\n+y = 2\n z = 3"

@@ -1,8 +1,8 @@
 import datasets
 import pytest
 
-from pipeline.ingest import hf
 from pipeline.ingest.base import Record, SourceUnreadable
+from pipeline.ingest.sources import hf
 from tests.conftest import read_source
 
 MAP = {"before": "old", "after": "new", "comment": "msg"}

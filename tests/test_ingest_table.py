@@ -5,9 +5,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.ingest import table
 from pipeline.ingest.base import IngestContext, Record, RecordError
 from pipeline.ingest.mapping import UnmappedField
+from pipeline.ingest.sources import table
 from tests.conftest import read_source
 
 ROWS = [
@@ -182,10 +182,14 @@ def test_a_folder_of_parquet_parts_reads_as_one_table(tmp_path):
     assert [it.comment for it in items(recs)] == ["bump", "return", "bump"]
     assert [e.ref for e in errors(recs)] == ["file part-00001.parquet"]
     from pipeline.config import SourceConfig
-    from pipeline.ingest.count import count_records
+    from pipeline.ingest.sources import SOURCES
 
     spec = SourceConfig(kind="table", path=str(d), fields=MAP)
-    assert count_records(spec, d, 1 << 20) == (4, "Parquet rows (footers)")  # = records read
+    count = SOURCES["table"].count
+    assert count is not None and count(spec, d, 1 << 20) == (
+        4,
+        "Parquet rows (footers)",
+    )  # = records read
 
 
 @pytest.mark.parametrize("fmt, why", [("auto", "no Parquet files"), ("jsonl", "reads one file")])

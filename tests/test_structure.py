@@ -101,3 +101,13 @@ def test_dedup_find_is_pure_and_the_stage_picks_where_it_runs():
     # the helpers every stage may use have homes of their own, not dedup's modules
     assert "pipeline.arrays" in graph["pipeline.dedup.ray_pairs"]
     assert "pipeline.executors" in graph["pipeline.dedup.index"]  # in_order
+
+
+def test_ingest_sources_are_one_module_each_and_the_config_knows_their_names():
+    from pipeline.config import SOURCE_KINDS
+    from pipeline.ingest.sources import SOURCES
+
+    assert tuple(SOURCES) == SOURCE_KINDS
+    for kind, source in SOURCES.items():
+        assert source.read.__module__ == f"pipeline.ingest.sources.{kind}"
+        assert source.expects in ("file", "folder", "any")

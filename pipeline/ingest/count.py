@@ -30,35 +30,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.config import SourceConfig
-from pipeline.ingest.opening import CHUNK, READ_ERRORS, head_bytes, open_regular, open_source
+from pipeline.ingest.opening import CHUNK, READ_ERRORS, open_source
 
 _WS = b" \t\n\r\x0b\x0c"  # bytes.strip()'s whitespace: what the readers call blank
-
-
-def count_records(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str] | None:
-    """(records, unit in words) for a file source, None for a kind not counted (git, hf)."""
-    if spec.kind == "table":
-        from pipeline.ingest.table import SNIFF_BYTES, csv_delimiter, detect_format, folder_parts
-
-        if path.is_dir():  # a folder of Parquet parts
-            return sum(count_parquet(p) for p in folder_parts(path, spec)), "Parquet rows (footers)"
-
-        with open_regular(path) as f:
-            raw_head = f.read(SNIFF_BYTES)
-        head = raw_head if raw_head[:4] == b"PAR1" else head_bytes(path, SNIFF_BYTES)[0]
-        fmt = spec.format if spec.format != "auto" else detect_format(path, head)
-        if fmt == "parquet":
-            return count_parquet(path), "Parquet rows (footer)"
-        if fmt == "csv":
-            n = count_csv(path, limit, csv_delimiter(spec, path))
-            return n, "CSV records (quote-state count)"
-        n, unit = count_json(path, limit)
-        return (n or 1), unit
-    if spec.kind in ("github", "codereviewer"):
-        n, unit = count_json(path, limit)
-        return (n or 1 if spec.kind == "codereviewer" else n), unit
-    return None
 
 
 def count_parquet(path: Path) -> int:

@@ -14,7 +14,6 @@ depend on where the cuts fall, nor on which executor read the pieces.
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from pipeline.config import SourceConfig
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.opening import BOMS, CHUNK, GZIP_MAGIC, open_regular
+from pipeline.ingest.sources import SOURCES
 from pipeline.secrets.masking import shown
 
 
@@ -45,20 +45,16 @@ class Shard:
 
 
 def plan(spec: SourceConfig, path: Path, shard_bytes: int) -> list[Shard | None]:
-    """The pieces `path` is read in; [None] (the whole source, one reader) unless it is a
-    table big enough to cut."""
-    if spec.kind != "table":
+    """The pieces `path` is read in; [None] (the whole source, one reader) unless its kind
+    says how to cut it (Source.pieces: a table's row groups or lines) and it is big enough."""
+    pieces = SOURCES[spec.kind].pieces
+    if pieces is None:
         return [None]
-    from pipeline.ingest import table  # (table imports this module's users)
-
     try:
-        if path.is_dir():
-            return _groups(table.folder_parts(path, spec), shard_bytes)
-        fmt = table.file_format(spec, path)
-        if fmt == "parquet":
-            return _groups([path], shard_bytes)
-        if fmt in ("jsonl", "json"):
-            return _lines(path, shard_bytes)
+        layout = pieces(spec, path)
+        if layout is not None:
+            how, paths = layout
+            return _groups(paths, shard_bytes) if how == "groups" else _lines(paths[0], shard_bytes)
     except (SourceUnreadable, OSError, pa.ArrowException):
         pass  # the reader meets it again and reports it, reading the source whole
     return [None]
@@ -140,13 +136,6 @@ class Params:
     bot_patterns: tuple[str, ...]
 
 
-READERS = {
-    "table": "pipeline.ingest.table",
-    "github": "pipeline.ingest.github",
-    "codereviewer": "pipeline.ingest.codereviewer",
-    "git": "pipeline.ingest.git",
-    "hf": "pipeline.ingest.hf",
-}
 COUNTERS = ("records", "items", "errors", "skipped")
 SUMS = ("reasons", "field_problems", "secrets")
 
@@ -185,7 +174,7 @@ def read_piece(task: tuple[str, SourceConfig, Path, Shard | None], p: Params) ->
         return {k: v for k, v in outs.items() if v is not None}, counts
 
     try:
-        for rec in importlib.import_module(READERS[spec.kind]).read(spec, path, ctx):
+        for rec in SOURCES[spec.kind].read(spec, path, ctx):
             batcher.add(rec)
             if batcher.pending >= p.batch_size:
                 yield flush()

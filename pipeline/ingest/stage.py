@@ -27,10 +27,10 @@ from pipeline.errors import DataError
 from pipeline.executors import tasks
 from pipeline.ingest import shards
 from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
-from pipeline.ingest.count import count_records
 from pipeline.ingest.opening import check_source_path
 from pipeline.ingest.shards import Params
-from pipeline.ingest.table import EMPTY
+from pipeline.ingest.sources import SOURCES
+from pipeline.ingest.sources.table import EMPTY
 from pipeline.parts import Writer
 from pipeline.runs import StageFailed, input_fingerprint
 from pipeline.schema import ERROR_SCHEMA, ITEM_SCHEMA
@@ -54,11 +54,6 @@ class IngestIOError(IngestFailed):
     git repository): an I/O or environment failure, one line naming it."""
 
     exit_code = 3
-
-
-# What each kind reads: one regular file, a folder, or either (refused up front otherwise).
-# (a table may be a folder of Parquet parts: a stage output, a dataset's shards)
-EXPECTS = {"table": "any", "github": "file", "codereviewer": "file", "git": "folder"}
 
 
 def source_path(cfg: Config, spec: SourceConfig) -> Path:
@@ -89,11 +84,11 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
     for spec, name in zip(cfg.ingest.sources, source_names(cfg), strict=True):
         p = source_path(cfg, spec)
         try:  # before fingerprinting: hashing /dev/zero or a FIFO would never end
-            check_source_path(p, EXPECTS.get(spec.kind, "any"))
+            check_source_path(p, SOURCES[spec.kind].expects)
         except SourceUnreadable as e:
             raise IngestIOError(f"source {name!r} ({spec.kind}): {shown(str(e))}") from None
-        rev = spec.rev if spec.kind == "git" else None
-        inputs[name] = input_fingerprint(p, rev)
+        pin = SOURCES[spec.kind].rev
+        inputs[name] = input_fingerprint(p, pin(spec) if pin else None)
     return "", inputs
 
 
@@ -208,8 +203,10 @@ def _input_count(
     cfg: Config, spec: SourceConfig, records: int, warnings: list[str]
 ) -> dict[str, Any]:
     """The input's own record count (count.py), for verify; {} for kinds not counted."""
+    counter = SOURCES[spec.kind].count
     try:
-        got = count_records(spec, source_path(cfg, spec), cfg.ingest.max_record_bytes)
+        p = source_path(cfg, spec)
+        got = counter(spec, p, cfg.ingest.max_record_bytes) if counter else None
     except SourceUnreadable as e:
         msg = shown(str(e))
         raise IngestIOError(f"source {source_name(spec)!r} ({spec.kind}): {msg}") from None

@@ -15,10 +15,9 @@ from typer.testing import CliRunner
 import pipeline.ingest.count as count_mod
 from pipeline.cli import app
 from pipeline.config import SourceConfig
-from pipeline.ingest import table
 from pipeline.ingest.base import IngestContext
-from pipeline.ingest.count import count_records
 from pipeline.ingest.mapping import UnmappedField
+from pipeline.ingest.sources import table
 from tests.adversarial.conftest import EXIT_DATA, EXIT_IO, EXIT_OK, GOOD, ingest_subprocess, jsonl
 
 
@@ -174,5 +173,5 @@ def test_the_independent_count_matches_the_reader_on_random_damage(tmp_path, mon
                     recs.append(rec)
             except UnmappedField:
                 pass
-            n, unit = count_records(spec, p, limit)
+            n, unit = table.count(spec, p, limit)
             assert n == len(recs), (name, data, limit, unit, [(r.ref) for r in recs])

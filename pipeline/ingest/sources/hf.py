@@ -13,6 +13,8 @@ from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.mapping import Mapper
 
+EXPECTS = "any"  # a saved dataset's folder, or files a builder reads
+
 
 def _load(spec: SourceConfig, path: Path):
     import datasets

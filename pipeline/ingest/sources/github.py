@@ -23,7 +23,10 @@ from typing import Any
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, RawItem, Record, RecordError
+from pipeline.ingest.count import count_json
 from pipeline.ingest.jsonio import iter_json_records
+
+EXPECTS = "file"  # one JSON file of review comments (a REST dump)
 
 # --- review comments -> items -------------------------------------------------------------
 
@@ -222,3 +225,8 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
             )
         except CommentError as e:
             yield RecordError(ref, raw, e.reason, e.severity)
+
+
+def count(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str]:
+    """The file's records by their own count (count.py), for verify."""
+    return count_json(path, limit)

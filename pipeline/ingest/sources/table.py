@@ -13,10 +13,13 @@ import pyarrow.parquet as pq
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
+from pipeline.ingest.count import count_csv, count_json, count_parquet
 from pipeline.ingest.csvio import iter_csv_records
 from pipeline.ingest.jsonio import iter_json_records, iter_line_range
 from pipeline.ingest.mapping import Mapper, mapped_columns
 from pipeline.ingest.opening import check_source_path, head_bytes, open_regular, open_source
+
+EXPECTS = "any"  # a file, or a folder of Parquet parts (a stage output, a dataset's shards)
 
 SNIFF_BYTES = 8192
 
@@ -244,3 +247,32 @@ def _has_surrogates(s: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+def pieces(spec: SourceConfig, path: Path) -> tuple[str, list[Path]] | None:
+    """How shards.py may cut the table for workers: its Parquet files by row groups
+    ("groups"), a JSON-lines file at line starts ("lines"), or None (one reader)."""
+    if path.is_dir():
+        return "groups", folder_parts(path, spec)
+    fmt = file_format(spec, path)
+    if fmt == "parquet":
+        return "groups", [path]
+    if fmt in ("jsonl", "json"):
+        return "lines", [path]
+    return None
+
+
+def count(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str]:
+    """The table's records by their own count (count.py), for verify."""
+    if path.is_dir():  # a folder of Parquet parts
+        return sum(count_parquet(p) for p in folder_parts(path, spec)), "Parquet rows (footers)"
+    with open_regular(path) as f:
+        raw_head = f.read(SNIFF_BYTES)
+    head = raw_head if raw_head[:4] == b"PAR1" else head_bytes(path, SNIFF_BYTES)[0]
+    fmt = spec.format if spec.format != "auto" else detect_format(path, head)
+    if fmt == "parquet":
+        return count_parquet(path), "Parquet rows (footer)"
+    if fmt == "csv":
+        return count_csv(path, limit, csv_delimiter(spec, path)), "CSV records (quote-state count)"
+    n, unit = count_json(path, limit)
+    return (n or 1), unit

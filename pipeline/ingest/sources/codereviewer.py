@@ -29,6 +29,7 @@ import orjson
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, RawItem, Record, RecordError
+from pipeline.ingest.count import count_json
 from pipeline.ingest.jsonio import (
     iter_json_records,
     optional_str,
@@ -36,6 +37,8 @@ from pipeline.ingest.jsonio import (
     require_str,
     type_name,
 )
+
+EXPECTS = "file"  # one JSON-lines file
 
 _HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 _NO_NEWLINE = "\\ No newline at end of file"
@@ -229,3 +232,10 @@ def _raw(obj: dict[str, Any], text: str | bytes) -> str | bytes:
         return orjson.dumps(kept).decode()
     except (TypeError, orjson.JSONEncodeError):
         return ""
+
+
+def count(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str]:
+    """The file's records by their own count (count.py), for verify; an empty file is the
+    reader's one error record."""
+    n, unit = count_json(path, limit)
+    return n or 1, unit

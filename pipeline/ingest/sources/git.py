@@ -26,6 +26,8 @@ from pipeline.ingest.base import IngestContext, RawItem, Record, RecordError, So
 from pipeline.ingest.gitpaths import _diff_path, _header_path, _unquote
 from pipeline.secrets.masking import mask
 
+EXPECTS = "folder"  # a repository's working tree or .git folder
+
 __all__ = ["_diff_path", "_header_path", "_unquote", "read"]
 
 MARK = b"\x1e"  # starts our commit line; no diff line can start with it
@@ -386,3 +388,8 @@ def _runs(rows: list[tuple[str, str]], n_ctx: int) -> Iterator[tuple[str, str, i
         plus = [t for sign, t in rows[start:i] if sign == "+"]
         context = "\n".join(ctx) if len(ctx) > 1 else ""
         yield "\n".join(minus), "\n".join(plus), len(minus), len(plus), context
+
+
+def rev(spec: SourceConfig) -> str:
+    """The revision the source's content fingerprint pins (its history up to it)."""
+    return spec.rev
