@@ -16,6 +16,9 @@ import pyarrow as pa
 
 Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 ID_HEX_CHARS = 24  # 96 bits: collision-free in practice far beyond 1e9 items
+# An item's code-aware tokens, the one definition: dedup shingles on them, the filter and the
+# report count them (Python `re` and polars' Rust regex agree on it)
+TOKEN_PATTERN = r"\w+|[^\w\s]"
 
 ITEM_SCHEMA = pa.schema(
     [

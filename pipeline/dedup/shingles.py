@@ -28,8 +28,9 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.dedup.shingle_kernels import shingle_kernel
+from pipeline.schema import TOKEN_PATTERN
 
-TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+TOKEN_RE = re.compile(TOKEN_PATTERN)
 MODES = ("tokens", "chars")
 _M32 = 0xFFFFFFFF
 

@@ -21,7 +21,6 @@ else:  # pragma: no cover - 3.10 (these modules warn on import from 3.11)
     import sre_parse
 
 
-TOKEN_RE = r"\w+|[^\w\s]"  # the code-aware tokens dedup shingles on
 BLANK_RE = r"^\s*$"  # empty or whitespace only (Python: re.fullmatch(r"\s*", text))
 # format_only: what a formatter changes (whitespace, commas, quote style) or an import sorter
 # (the order of names on import lines: a hunk of only import lines with the same words).

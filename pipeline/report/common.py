@@ -13,7 +13,6 @@ import polars as pl
 from pipeline.runs import StageFailed
 from pipeline.stage import SPLITS
 
-TOKEN_RE = r"\w+|[^\w\s]"
 ITEM_COLS = ["id", "repo", "path", "before", "after", "comment"]
 SNIPPET_LINES = 14  # diff lines shown per item
 SNIPPET_WIDTH = 160  # characters shown per diff line

@@ -12,9 +12,10 @@ from typing import Any
 import polars as pl
 
 from pipeline.report import plots
-from pipeline.report.common import TOKEN_RE, counts, stats
+from pipeline.report.common import counts, stats
 from pipeline.report.sampling import read_shapes
 from pipeline.runs import package_versions
+from pipeline.schema import TOKEN_PATTERN
 from pipeline.stage import SPLITS
 from pipeline.verify import verify_run
 
@@ -31,7 +32,7 @@ def with_measures(items: pl.DataFrame) -> pl.DataFrame:
     name = pl.col("path").str.split("/").list.last()
     ext = name.str.extract(r"(\.[^.]+)$", 1)
     return items.with_columns(
-        tokens=text.str.count_matches(TOKEN_RE).cast(pl.Int64),
+        tokens=text.str.count_matches(TOKEN_PATTERN).cast(pl.Int64),
         comment_chars=pl.col("comment").str.len_chars().cast(pl.Int64),
         lines_changed=(pl.col("lines_removed") + pl.col("lines_added")).cast(pl.Int64),
         file_type=pl.when(ext.is_not_null())
@@ -200,7 +201,7 @@ def empty_reason(stages: list[dict[str, Any]], reasons: list[dict[str, Any]]) ->
 
 def distributions(items: pl.DataFrame, out: Path) -> dict[str, Any]:
     m = with_measures(items)
-    d: dict[str, Any] = {"items": m.height, "tokenizer": TOKEN_RE}
+    d: dict[str, Any] = {"items": m.height, "tokenizer": TOKEN_PATTERN}
     for col in ("tokens", "comment_chars", "lines_changed"):
         d[col] = stats(m[col])
     d["plots"] = {}

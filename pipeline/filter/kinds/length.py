@@ -10,8 +10,8 @@ import polars as pl
 
 from pipeline.filter.kinds.common import text, when_chain
 from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
-from pipeline.filter.regex import TOKEN_RE
 from pipeline.ingest.base import count_lines
+from pipeline.schema import TOKEN_PATTERN
 
 UNITS = ("chars", "lines", "tokens", "line_chars")
 
@@ -33,7 +33,7 @@ def _measure(rule: Rule) -> pl.Expr:
                 )
             )
         elif unit == "tokens":
-            e = c.str.count_matches(TOKEN_RE)
+            e = c.str.count_matches(TOKEN_PATTERN)
         else:  # line_chars: the longest line
             e = c.str.split("\n").list.eval(pl.element().str.len_chars()).list.max()
         parts.append(e.cast(pl.Int64))
@@ -69,7 +69,7 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     fn = {
         "chars": len,
         "lines": count_lines,
-        "tokens": lambda s: len(re.findall(TOKEN_RE, s)),
+        "tokens": lambda s: len(re.findall(TOKEN_PATTERN, s)),
         "line_chars": lambda s: max(len(x) for x in s.split("\n")),
     }[p["unit"]]
     vals = [fn(row.txt(f)) for f in p["field"]]
