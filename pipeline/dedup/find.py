@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numba as nb
 import numpy as np
@@ -40,56 +40,20 @@ from pipeline.dedup.store import Store, release
 __all__ = ["DedupResult", "find", "find_duplicates", "needed_columns", "scan_floor"]
 
 
-class Placement(Protocol):
-    """Where find's banding, verification and clustering run; the stage picks it from
-    run.executor (Here, or ray_pairs.RayPlacement), so this module reads no config of it."""
-
-    @property
-    def run(self) -> RunConfig | None:
-        """The run whose executor verification's chunks go through (None: here)."""
-        ...
-
-    def candidates(
-        self,
-        band: Callable[..., lsh.Candidates],
-        keys_of: Callable[[int], np.ndarray],
-        idx: np.ndarray,
-        d: DedupConfig,
-    ) -> tuple[lsh.Candidates, Any]:
-        """`band()`'s candidates, and the pairs left elsewhere (None: all are in them)."""
-        ...
-
-    def graph(
-        self,
-        on: Any,
-        sets: Any,
-        rows: np.ndarray,
-        d: DedupConfig,
-        order: np.ndarray,
-        extra: tuple[np.ndarray, np.ndarray, np.ndarray],
-        rep_ids: pl.Series,
-    ) -> Graph:
-        """The pairs left elsewhere (`on`), verified and clustered where they lie."""
-        ...
+def _band_here(band: Callable[..., lsh.Candidates], *_: Any) -> tuple[lsh.Candidates, None]:
+    return band(), None
 
 
 @dataclass(frozen=True)
-class Here:
-    """Everything in this process (verification on `run`'s executor, when given)."""
+class Placement:
+    """Where find's banding, verification and clustering run; the stage picks it from
+    run.executor (dedup/stage.py placement), so this module reads no config of it."""
 
-    run: RunConfig | None = None
-
-    def candidates(
-        self,
-        band: Callable[..., lsh.Candidates],
-        keys_of: Callable[[int], np.ndarray],
-        idx: np.ndarray,
-        d: DedupConfig,
-    ) -> tuple[lsh.Candidates, Any]:
-        return band(), None
-
-    def graph(self, on: Any, *rest: Any) -> Graph:
-        raise AssertionError("Here leaves no pairs elsewhere")
+    run: RunConfig | None = None  # verification's chunks go through its executor (None: here)
+    # (band, keys_of, idx, d) -> (candidates, the pairs left elsewhere or None)
+    candidates: Callable[..., tuple[lsh.Candidates, Any]] = _band_here
+    # (elsewhere, sets, rows, d, order, extra, rep_ids) -> Graph: those pairs, where they lie
+    graph: Callable[..., Graph] | None = None
 
 
 def scan_floor(d: DedupConfig) -> float:
@@ -161,7 +125,7 @@ def find(
     store: Store,
     d: DedupConfig,
     index: Index | None = None,
-    where: Placement = Here(),
+    where: Placement = Placement(),
 ) -> DedupResult:
     """Exact then near duplicates of the rows scan() wrote to `store`, grouped by
     exact_groups (`w`); the input's row order is ignored.
@@ -170,8 +134,8 @@ def find(
     or whose representative is a verified near duplicate of an indexed item, is removed with
     that item as keeper (kinds *_indexed); indexed items rank before every row, so they are
     never removed. `where` says where banding, verification and clustering run: on Ray
-    (ray_pairs.RayPlacement), past d.driver_edges candidate pairs the pairs never come here:
-    verification, components and stars run where they lie; the result is the same.
+    (ray_pairs' candidates and graph), past d.driver_edges candidate pairs the pairs never
+    come here: verification, components and stars run where they lie; the result is the same.
     """
     release()
     n = w.height
@@ -228,7 +192,7 @@ def find(
         extra = (at.astype(np.int64), nrep + local.reshape(-1).astype(np.int64), claims.j[at])
         order = np.concatenate([nrep + np.arange(len(inodes)), order])
     rep_ids = reps["id"]
-    if elsewhere is not None:  # past d.driver_edges pairs: verified and clustered there
+    if elsewhere is not None and where.graph is not None:  # past d.driver_edges pairs
         g = where.graph(elsewhere, store.sets(), rep_row, d, order, extra, rep_ids)
     else:
         g = _graph(store, rep_row, cand, d, order, extra, rep_ids, where.run)

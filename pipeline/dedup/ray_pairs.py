@@ -202,32 +202,3 @@ def _edge_tables(kept: Any, n: int, rep_ids: pl.Series) -> Iterator[pa.Table]:
                 "change_j": t["change"],
             }
         )
-
-
-@dataclass(frozen=True)
-class RayPlacement:
-    """dedup's banding, verification and clustering on Ray (find.Placement): the buckets by
-    a hash shuffle on Ray Data, and past dedup.driver_edges pairs, the pairs left there."""
-
-    run: RunConfig
-
-    def candidates(
-        self,
-        band: Callable[..., lsh.Candidates],
-        keys_of: Callable[[int], np.ndarray],
-        idx: np.ndarray,
-        d: DedupConfig,
-    ) -> tuple[lsh.Candidates, OnRay | None]:
-        return candidates(band, keys_of, idx, d, self.run)
-
-    def graph(
-        self,
-        on: OnRay,
-        sets: Sets,
-        rows: np.ndarray,
-        d: DedupConfig,
-        order: np.ndarray,
-        extra: tuple[np.ndarray, np.ndarray, np.ndarray],
-        rep_ids: pl.Series,
-    ) -> Graph:
-        return graph(on, sets, rows, d, order, extra, rep_ids)

@@ -47,7 +47,6 @@ from pipeline.console import console
 from pipeline.dedup import index as ix
 from pipeline.dedup.find import (
     DedupResult,
-    Here,
     Placement,
     find,
     find_duplicates,
@@ -131,11 +130,13 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
 
 def placement(cfg: Config) -> Placement:
     """Where find bands, verifies and clusters: run.executor's choice."""
-    if cfg.run.executor == "ray":
-        from pipeline.dedup.ray_pairs import RayPlacement
+    if cfg.run.executor == "ray":  # the buckets by a hash shuffle, the pairs left on Ray
+        from functools import partial
 
-        return RayPlacement(cfg.run)
-    return Here(cfg.run)
+        from pipeline.dedup.ray_pairs import candidates, graph
+
+        return Placement(cfg.run, partial(candidates, run=cfg.run), graph)
+    return Placement(cfg.run)
 
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
