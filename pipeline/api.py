@@ -62,9 +62,12 @@ def detect_source(path: Path) -> dict[str, Any]:
             return {"kind": "git", "path": str(path)}
         if any((path / f).exists() for f in ("dataset_dict.json", "dataset_info.json")):
             return {"kind": "hf", "format": "disk", "path": str(path)}
+        if any(p.name[:1] not in "._" for p in path.glob("*.parquet")):
+            # a folder of Parquet parts: a stage output (export/train.parquet), shards
+            return {"kind": "table", "format": "auto", "path": str(path)}
         raise EnvError(
-            f"{path}: a folder that is neither a git repository nor a saved `datasets` "
-            "dataset; give the files in it, or a config"
+            f"{path}: a folder that is neither a git repository, a saved `datasets` dataset "
+            "nor a folder of Parquet files; give the files in it, or a config"
         )
     if not path.exists():
         raise EnvError(f"{path}: no such file")

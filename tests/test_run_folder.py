@@ -64,3 +64,13 @@ def test_a_secret_in_the_config_is_masked_in_the_run_folder(tmp_path):
     assert token not in text and "[REDACTED:github_token]" in text
     with pytest.raises(UsageError, match="masked"):
         Pipeline.open(tmp_path / "r")
+
+
+def test_path_mode_reads_a_part_folder(tmp_path, cli):
+    """The project's own outputs are folders of Parquet parts; they go back in as input."""
+    cli("run", SAMPLE / "edits.jsonl", "--out", tmp_path / "first", "--until", "filter")
+    kept = tmp_path / "first" / "filter" / "kept.parquet"
+    assert kept.is_dir()
+    cli("run", kept, "--out", tmp_path / "again", "--until", "ingest")
+    again = pl.read_parquet(tmp_path / "again" / "ingest" / "items.parquet")
+    assert again.height == pl.read_parquet(kept).height > 0
