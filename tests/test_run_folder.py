@@ -74,3 +74,22 @@ def test_path_mode_reads_a_part_folder(tmp_path, cli):
     cli("run", kept, "--out", tmp_path / "again", "--until", "ingest")
     again = pl.read_parquet(tmp_path / "again" / "ingest" / "items.parquet")
     assert again.height == pl.read_parquet(kept).height > 0
+
+
+def test_a_source_with_its_own_column_names_gets_the_set_line_that_maps_them(tmp_path, cli):
+    src = tmp_path / "x.csv"
+    src.write_text(
+        "repo,pr,file,code_before,code_after,review_comment\n"
+        + "".join(f"a/b,{k},f.py,x = {k},y = {k},rename x\n" for k in range(5))
+    )
+    res = cli("run", src, "--out", tmp_path / "r", ok=False)
+    line = res.output.strip().splitlines()[-1]
+    assert res.exit_code == 2 and "no record has the required fields before, after" in line
+    assert "code_before, code_after, review_comment" in line  # the fields it did have
+    fix = "--set ingest.sources.0.fields.before=code_before"
+    assert fix in line and "--set ingest.sources.0.fields.after=code_after" in line
+    # the line works as given
+    sets = ["--set", "ingest.sources.0.fields.before=code_before"]
+    sets += ["--set", "ingest.sources.0.fields.after=code_after"]
+    cli("run", src, "--out", tmp_path / "r", *sets, "--until", "ingest")
+    assert pl.read_parquet(tmp_path / "r" / "ingest" / "items.parquet").height == 5

@@ -35,6 +35,7 @@ _MISSING = object()
 # its time `timestamp`, and without them every item of a source would share the change "" and
 # have no time. Only names that mean the same thing; a value of a type the field cannot hold
 # (a `pull_request` object) is passed over, never an error: nobody asked for that field.
+KEYS_FROM = 8  # the first records whose keys are noted whatever the mapping (for messages)
 ALIASES = {
     "change": (
         "commit",
@@ -193,7 +194,7 @@ class Mapper:
         if not isinstance(obj, dict):
             return RecordError(ref, _raw(obj), f"not an object: got {type(obj).__name__}")
         self.objects += 1
-        if self.unseen:
+        if self.unseen or self.objects <= KEYS_FROM:
             self._note_fields(obj)
         values: dict[str, Any] = {}
         problems: list[str] = []

@@ -14,6 +14,7 @@ outputs (items_out 0), and the CLI then exits 1: the data failed.
 from __future__ import annotations
 
 from contextlib import ExitStack, closing
+from difflib import get_close_matches
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from pipeline.errors import DataError
 from pipeline.executors import tasks
 from pipeline.ingest import shards
 from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
+from pipeline.ingest.mapping import ALIASES, input_field
 from pipeline.ingest.opening import check_source_path
 from pipeline.ingest.shards import Params
 from pipeline.ingest.sources import SOURCES
@@ -125,6 +127,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                     bar.update(task, total=c["total"])
                 bar.advance(task, c["advance"])
             _whole_source(tally, spec, i, name, out, pieces)
+            _required_fields(tally, spec, i, name)
             bar.update(task, completed=bar.tasks[task].total or 0)
             per_source[name] = _source_counts(spec, tally, tally.warnings)
             per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings))
@@ -144,6 +147,44 @@ def _failure(what: list[str], spec: SourceConfig, i: int) -> IngestFailed:
     if kind == "unmapped":  # a config error found by reading: exit 2
         return IngestFailed(f"source {name!r}: ingest.sources.{i}.{msg}")
     return IngestFailed(f"source {name!r} ({spec.kind}): {msg}")
+
+
+# What a required item field is often called elsewhere: suggested, never mapped unasked
+LIKELY = {
+    "before": ("old", "old_code", "original", "source", "source_code", "src", "old_file"),
+    "after": ("new", "new_code", "target", "target_code", "patched", "fixed", "new_file"),
+}
+
+
+def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int, name: str) -> None:
+    """A source none of whose records gave an item because a required field has another
+    name in it: a config error (exit 2) naming the field, the fields the records had, and the
+    --set line that maps it."""
+    if tally.items or not tally.objects or not tally.reasons.get("missing field"):
+        return
+    keys = list(tally.keys)
+    missing = [
+        f
+        for f in spec.required
+        if f not in spec.defaults
+        and input_field(spec, f) not in tally.keys
+        and not any(a in tally.keys for a in ALIASES.get(f, ()))
+    ]
+    if not missing:
+        return
+    fixes = []
+    for f in missing:
+        lower = {k.lower(): k for k in keys}
+        like = [k for k in keys if f in k.lower()]
+        like += [lower[w] for w in LIKELY.get(f, ()) if w in lower]
+        like += get_close_matches(f, keys, 1, 0.5)
+        fixes.append(f"--set ingest.sources.{i}.fields.{f}={like[0] if like else '<field>'}")
+    seen = ", ".join(shown(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
+    raise IngestFailed(
+        f"source {name!r}: no record has the required field{'s' if len(missing) > 1 else ''} "
+        f"{', '.join(missing)} (fields seen: {seen}); map {'them' if len(fixes) > 1 else 'it'}: "
+        + " ".join(shown(x) for x in fixes)
+    )
 
 
 def _whole_source(

@@ -78,6 +78,7 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         return
     if path.is_dir():  # a folder of Parquet parts
         yield from _read_parquet(spec, mapper, folder_parts(path, spec), ctx, in_folder=True)
+        ctx.fields_seen(mapper)
         mapper.check_mapped()
         return
     fmt = file_format(spec, path)
@@ -89,6 +90,7 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
         yield from _read_csv(spec, mapper, path, ctx)
     else:
         yield from _read_parquet(spec, mapper, [path], ctx)
+    ctx.fields_seen(mapper)  # the keys records had, for the stage's messages
     mapper.check_mapped()
 
 
