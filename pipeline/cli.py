@@ -215,7 +215,7 @@ def run_all(
     if until is None:
         _report(run, p)
     if json_:
-        typer.echo(json_text(run.summary(), indent=2, sort_keys=True))
+        typer.echo(json_text(run.summary(), indent=2))  # stages in PIPELINE order
 
 
 def _report(run: Run, p: Pipeline) -> None:

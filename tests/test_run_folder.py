@@ -93,3 +93,13 @@ def test_a_source_with_its_own_column_names_gets_the_set_line_that_maps_them(tmp
     sets += ["--set", "ingest.sources.0.fields.after=code_after"]
     cli("run", src, "--out", tmp_path / "r", *sets, "--until", "ingest")
     assert pl.read_parquet(tmp_path / "r" / "ingest" / "items.parquet").height == 5
+
+
+def test_json_lists_the_stages_in_pipeline_order(tmp_path, cli):
+    import json
+
+    from pipeline.stage import NAMES
+
+    res = cli("run", SAMPLE / "edits.jsonl", "--out", tmp_path / "r", "--json")
+    summary = json.loads(res.stdout[res.stdout.index("{") :])
+    assert list(summary["stages"]) == list(NAMES)
