@@ -25,6 +25,10 @@ def test_make_sample_regenerates_the_committed_files(tmp_path):
 
 def test_the_templates_are_data_the_generator_reads():
     files = sorted((SAMPLE / "templates" / "github").glob("*.yaml"))
-    assert len(files) >= 8 and (SAMPLE / "templates" / "refinement.yaml").is_file()
+    assert len(files) >= 8
+    for name in ("refinement.yaml", "edits.yaml", "github_threads.yaml"):
+        assert (SAMPLE / "templates" / name).is_file(), name
     text = (SAMPLE / "make_sample.py").read_text()
     assert "TEMPLATES: list[T] = [" not in text and "REFINEMENT: list[" not in text
+    # edits.csv's rows and the founding pair's file are data too, not inline literals
+    assert "package-lock.json" not in text and "pre-commit-hooks" not in text

@@ -114,29 +114,11 @@ def load_templates() -> list[T]:
 
 TEMPLATES = load_templates()
 
-PRE_COMMIT = """\
-+repos:
-+-   repo: https://github.com/pre-commit/pre-commit-hooks
-+    rev: v4.5.0
-+    hooks:
-+    -   id: trailing-whitespace
-+    -   id: end-of-file-fixer
-+    -   id: check-yaml
-+    -   id: debug-statements
-+-   repo: https://github.com/PyCQA/flake8
-+    rev: 6.1.0"""
-FOUNDING = [
-    (3, "fyi, there's a v5.0.0 of this out now\n```suggestion\n    rev: v5.0.0\n```"),
-    (10, "and 7.0.0 of this\n```suggestion\n    rev: 7.0.0\n```"),
-]
-REPLIES = [
-    "Done",
-    "thanks, fixed",
-    "Good catch, applied.",
-    "Fixed in @sha@",
-    "Done 👍",
-    "I'd rather keep it as is for now, this module goes away in #@num@.",
-]
+# templates/github_threads.yaml: the founding pair and the PR authors' replies
+_THREADS = yaml.safe_load((TEMPLATE_DIR / "github_threads.yaml").read_text(encoding="utf-8"))
+PRE_COMMIT: str = _THREADS["pre_commit"]
+FOUNDING: list[tuple[int, str]] = [(f["line"], f["body"]) for f in _THREADS["founding"]]
+REPLIES: list[str] = _THREADS["replies"]
 
 
 def sha(rng: random.Random) -> str:
@@ -403,317 +385,33 @@ def build_refinement(rng: random.Random) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- csv
-def integrity(rng: random.Random) -> str:
-    return "sha512-" + base64.b64encode(rng.randbytes(64)).decode()
+# templates/edits.yaml: the rows, their @integrity@ and @sha256@ drawn where they stand
+_EDITS = yaml.safe_load((TEMPLATE_DIR / "edits.yaml").read_text(encoding="utf-8"))
+EDIT_ROWS: list[dict] = _EDITS["rows"]
+DRAWS = {
+    "integrity": lambda r: "sha512-" + base64.b64encode(r.randbytes(64)).decode(),
+    "sha256": lambda r: f"{r.getrandbits(256):064x}",
+}
 
 
 def build_edits(rng: random.Random) -> list[list[str]]:
-    r = rng
-    rows: list[tuple[str, int, str, str, str, str, str]] = [
-        (
-            "kitepaper/kite-ui",
-            311,
-            "package-lock.json",
-            '    "node_modules/lodash": {\n      "version": "4.17.20",\n'
-            '      "resolved": "https://registry.npmjs.org/lodash/-/lodash-4.17.20.tgz",\n'
-            f'      "integrity": "{integrity(r)}"',
-            '    "node_modules/lodash": {\n      "version": "4.17.21",\n'
-            '      "resolved": "https://registry.npmjs.org/lodash/-/lodash-4.17.21.tgz",\n'
-            f'      "integrity": "{integrity(r)}"',
-            "Bumps lodash from 4.17.20 to 4.17.21.",
-            "dependabot[bot]",
-        ),
-        (
-            "brightpath/checkout-web",
-            872,
-            "package-lock.json",
-            '    "node_modules/axios": {\n      "version": "1.6.7",\n'
-            '      "resolved": "https://registry.npmjs.org/axios/-/axios-1.6.7.tgz",\n'
-            f'      "integrity": "{integrity(r)}",',
-            '    "node_modules/axios": {\n      "version": "1.7.2",\n'
-            '      "resolved": "https://registry.npmjs.org/axios/-/axios-1.7.2.tgz",\n'
-            f'      "integrity": "{integrity(r)}",',
-            "Update dependency axios to v1.7.2",
-            "renovate[bot]",
-        ),
-        (
-            "openmeadow/meadow-etl",
-            233,
-            "poetry.lock",
-            '[[package]]\nname = "requests"\nversion = "2.31.0"\n'
-            'description = "Python HTTP for Humans."\noptional = false\npython-versions = ">=3.7"',
-            '[[package]]\nname = "requests"\nversion = "2.32.3"\n'
-            'description = "Python HTTP for Humans."\noptional = false\npython-versions = ">=3.8"',
-            "Update dependency requests to v2.32.3",
-            "renovate[bot]",
-        ),
-        (
-            "quantcraft/qc-backtest",
-            119,
-            "poetry.lock",
-            f'[metadata]\nlock-version = "2.0"\npython-versions = "^3.11"\n'
-            f'content-hash = "{r.getrandbits(256):064x}"',
-            f'[metadata]\nlock-version = "2.0"\npython-versions = "^3.11"\n'
-            f'content-hash = "{r.getrandbits(256):064x}"',
-            "please re-lock, the hash is stale after the rebase",
-            "haruki-t",
-        ),
-        (
-            "ironquill/quill-fmt",
-            57,
-            "Cargo.lock",
-            '[[package]]\nname = "serde"\nversion = "1.0.193"\n'
-            'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
-            f'checksum = "{r.getrandbits(256):064x}"',
-            '[[package]]\nname = "serde"\nversion = "1.0.197"\n'
-            'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
-            f'checksum = "{r.getrandbits(256):064x}"',
-            "Bumps serde from 1.0.193 to 1.0.197.",
-            "dependabot[bot]",
-        ),
-        (
-            "saltmarsh/tidepool-rs",
-            204,
-            "Cargo.lock",
-            '[[package]]\nname = "tokio"\nversion = "1.35.1"\n'
-            'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
-            f'checksum = "{r.getrandbits(256):064x}"',
-            '[[package]]\nname = "tokio"\nversion = "1.36.0"\n'
-            'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
-            f'checksum = "{r.getrandbits(256):064x}"',
-            "Update Rust crate tokio to 1.36.0",
-            "renovate[bot]",
-        ),
-        (
-            "tidewater-io/harbor",
-            1408,
-            "requirements.txt",
-            "numpy==1.26.4\nrequests==2.31.0\nurllib3==2.2.1",
-            "numpy==1.26.4\nrequests==2.32.3\nurllib3==2.2.1",
-            "Bumps requests from 2.31.0 to 2.32.3.",
-            "dependabot[bot]",
-        ),
-        (
-            "lhartmann/dotsync",
-            88,
-            "requirements.txt",
-            "django==4.2.11\npsycopg==3.1.18",
-            "django==4.2.13\npsycopg==3.1.18",
-            "Bumps django from 4.2.11 to 4.2.13.",
-            "dependabot[bot]",
-        ),
-        (
-            "brightpath/checkout-web",
-            880,
-            "package.json",
-            '    "react": "^18.2.0",\n    "react-dom": "^18.2.0",',
-            '    "react": "^18.3.1",\n    "react-dom": "^18.3.1",',
-            "Update react monorepo to v18.3.1",
-            "renovate[bot]",
-        ),
-        (
-            "kitepaper/kite-ui",
-            318,
-            "package.json",
-            '    "typescript": "5.3.3",',
-            '    "typescript": "5.4.5",',
-            "Update dependency typescript to v5.4.5",
-            "renovate[bot]",
-        ),
-        (
-            "quantcraft/qc-backtest",
-            121,
-            "requirements-dev.txt",
-            "pytest==8.0.2\npytest-cov==4.1.0",
-            "pytest==8.2.0\npytest-cov==4.1.0",
-            "Update dependency pytest to v8.2.0",
-            "renovate[bot]",
-        ),
-        (
-            "tidewater-io/harbor",
-            1391,
-            "harbor/retry.py",
-            "    delay = min(base * 2 ** attempt, cap)",
-            "    delay = min(base * 2 ** attempt, cap)",
-            "LGTM, leaving this as is",
-            "mira-k",
-        ),
-        (
-            "acmefin/ledger-service",
-            640,
-            "src/main/java/com/acmefin/ledger/Fees.java",
-            "        return amount.multiply(rate).setScale(2, RoundingMode.HALF_EVEN);",
-            "        return amount.multiply(rate).setScale(2, RoundingMode.HALF_EVEN);",
-            "no change needed, banker's rounding is what finance asked for",
-            "pwhitfield",
-        ),
-        (
-            "quantcraft/qc-backtest",
-            126,
-            "qc_backtest/geometry.py",
-            "    def area(self):    \n        return self.w * self.h  ",
-            "    def area(self):\n        return self.w * self.h",
-            "trailing whitespace",
-            "grace-liu",
-        ),
-        (
-            "openmeadow/meadow-etl",
-            241,
-            "src/meadow_etl/sinks/postgres.py",
-            "    cur.execute(\"DELETE FROM staging WHERE batch_id = '%s'\" % batch_id)",
-            '    cur.execute("DELETE FROM staging WHERE batch_id = %s", (batch_id,))',
-            "Let the driver do the quoting, this is injectable.",
-            "sanjayr",
-        ),
-        (
-            "nodewright/queuey",
-            77,
-            "lib/retry.js",
-            "var attempts = 0;\nvar maxAttempts = opts.maxAttempts || 5;",
-            "let attempts = 0;\nconst maxAttempts = opts.maxAttempts ?? 5;",
-            "let/const, and ?? so that 0 is respected",
-            "b-ortiz",
-        ),
-        (
-            "gopherworks/rtail",
-            45,
-            "tail/rotate.go",
-            '\tos.Rename(cur, cur+".1")\n\treturn openNew(cur)',
-            '\tif err := os.Rename(cur, cur+".1"); err != nil {\n'
-            '\t\treturn nil, fmt.Errorf("rotate %s: %w", cur, err)\n\t}\n\treturn openNew(cur)',
-            "the rename can fail (EXDEV), handle it",
-            "tkowalski",
-        ),
-        (
-            "saltmarsh/tidepool-rs",
-            198,
-            "src/task.rs",
-            "    let name = task.name.clone();\n    registry.insert(name.clone(), task);",
-            "    registry.insert(task.name.clone(), task);",
-            "one clone is enough",
-            "haruki-t",
-        ),
-        (
-            "orchard-oss/orchard-scheduler",
-            512,
-            "src/main/java/org/orchard/scheduler/Trigger.java",
-            "        return trigger.getNextFireTime().toInstant();",
-            "        Date next = trigger.getNextFireTime();\n"
-            "        return next == null ? null : next.toInstant();",
-            "getNextFireTime() is null once the trigger is done",
-            "elenavoss",
-        ),
-        (
-            "brightpath/checkout-web",
-            891,
-            "src/types/payment.ts",
-            'export enum PaymentState {\n  Pending = "pending",\n  Paid = "paid",\n}',
-            'export type PaymentState = "pending" | "paid";',
-            "a string union is lighter than an enum and matches the API",
-            "quokka-dev",
-        ),
-        (
-            "tidewater-io/harbor",
-            1415,
-            "harbor/jobs.py",
-            '    assert job.state == "queued", "job already started"',
-            '    if job.state != "queued":\n        raise JobStateError("job already started")',
-            "asserts are stripped with -O, raise instead",
-            "nadia-s",
-        ),
-        (
-            "vantage-ops/vops-agent",
-            301,
-            "docker-compose.yml",
-            "  agent:\n    image: vops-agent:dev\n    restart: unless-stopped",
-            "  agent:\n    image: vops-agent:dev\n    restart: unless-stopped\n    healthcheck:\n"
-            '      test: ["CMD", "vops-agent", "health"]\n      interval: 30s',
-            "add a healthcheck so compose knows when it's up",
-            "dmitri-o",
-        ),
-        (
-            "lhartmann/dotsync",
-            91,
-            "scripts/install.sh",
-            "#!/bin/sh\nset -e",
-            "#!/usr/bin/env bash\nset -euo pipefail",
-            "fail on unset vars and in pipes too",
-            "jdoyle",
-        ),
-        (
-            "stratalink/strata",
-            1122,
-            "Dockerfile",
-            "RUN apt-get update && apt-get install -y curl ca-certificates",
-            "RUN apt-get update \\\n    && apt-get install -y --no-install-recommends curl "
-            "ca-certificates \\\n    && rm -rf /var/lib/apt/lists/*",
-            "smaller image: no recommends, drop the apt lists",
-            "mira-k",
-        ),
-        (
-            "acmefin/ledger-service",
-            655,
-            "src/main/resources/db/migration/V42__fees.sql",
-            "ALTER TABLE fees ADD COLUMN currency CHAR(3);",
-            "ALTER TABLE fees ADD COLUMN currency CHAR(3) NOT NULL DEFAULT 'EUR';",
-            "existing rows need a value, and it should never be null",
-            "pwhitfield",
-        ),
-        (
-            "orchard-oss/orchard-scheduler",
-            519,
-            "src/main/kotlin/org/orchard/scheduler/Stats.kt",
-            "    val failed = runs.filter { it.failed }.size",
-            "    val failed = runs.count { it.failed }",
-            "count { } avoids the temp list",
-            "grace-liu",
-        ),
-        (
-            "nodewright/queuey",
-            81,
-            "lib/consumer.js",
-            "  // wait until we recieve the first message",
-            "  // wait until we receive the first message",
-            "typo",
-            "b-ortiz",
-        ),
-        (
-            "brightpath/checkout-web",
-            897,
-            "src/styles/button.css",
-            ".btn-primary {\n  color: #FFFFFF;\n  background: #1A73E8;\n}",
-            ".btn-primary {\n  color: var(--color-on-primary);\n  background: var(--color-primary);"
-            "\n}",
-            "use the theme variables",
-            "quokka-dev",
-        ),
-        (
-            "stratalink/strata",
-            1130,
-            "internal/raft/snapshot.go",
-            '\t\treturn fmt.Errorf("write snapshot: %v", err)',
-            '\t\treturn fmt.Errorf("write snapshot: %w", err)',
-            "%w so errors.Is works",
-            "tkowalski",
-        ),
-        (
-            "tidewater-io/harbor",
-            1420,
-            "harbor/api/schemas.py",
-            "class JobOut(BaseModel):\n    id: int\n    name: str",
-            "class JobOut(BaseModel):\n    id: int\n    name: str\n    state: JobState",
-            "the UI needs the state too",
-            "sanjayr",
-        ),
+    def draw(text: str) -> str:
+        return VAR_RE.sub(lambda m: DRAWS[m.group(1)](rng), text)
+
+    # every row's values first (in order), then the times: the order draws the choices
+    rows = [
+        {**row, "before": draw(row["before"]), "after": draw(row["after"])} for row in EDIT_ROWS
     ]
     t = datetime(2024, 3, 4, 9, 0, 0, tzinfo=timezone.utc)
     out = []
-    for i, (repo, pr, path, before, after, comment, who) in enumerate(rows):
+    for row in rows:
         t += timedelta(hours=rng.randint(3, 140), minutes=rng.randint(0, 59))
         created = iso(t)
-        if i in (9, 21):  # a couple of exports kept the local offset
-            created = (t + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S+02:00")
-        out.append([repo, str(pr), path, before, after, comment, who, created])
+        if hours := row.get("utc_offset_hours"):  # a couple of exports kept the local offset
+            local = t + timedelta(hours=hours)
+            created = local.strftime("%Y-%m-%dT%H:%M:%S") + f"+{hours:02d}:00"
+        fields = ("repo", "pr", "path", "before", "after", "comment", "reviewer")
+        out.append([str(row[k]) for k in fields] + [created])
     return out
 
 
