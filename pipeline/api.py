@@ -209,6 +209,9 @@ class Pipeline:
         cfg = self.config
         results: list[StageResult] = []
         t0 = time.time()
+        for stage in todo[1:]:  # what the config names (rules, benchmarks, earlier runs) is
+            if stage.key is not None:  # checked before the first stage runs (the first's key
+                resolve(stage.key)(cfg)  # runs first anyway, and hashes the inputs)
         with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
             write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())
             for stage in todo:

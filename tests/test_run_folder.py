@@ -103,3 +103,15 @@ def test_json_lists_the_stages_in_pipeline_order(tmp_path, cli):
     res = cli("run", SAMPLE / "edits.jsonl", "--out", tmp_path / "r", "--json")
     summary = json.loads(res.stdout[res.stdout.index("{") :])
     assert list(summary["stages"]) == list(NAMES)
+
+
+def test_a_file_the_config_names_is_checked_before_the_first_stage(tmp_path):
+    from pipeline.errors import EnvError
+
+    missing = str(tmp_path / "no-such-benchmark.jsonl")
+    p = Pipeline.from_paths(
+        SAMPLE / "edits.jsonl", out=tmp_path / "r", overrides={"decontaminate.against": [missing]}
+    )
+    with pytest.raises(EnvError, match="decontaminate.against"):  # exit 3
+        p.run()
+    assert not (tmp_path / "r" / "ingest").exists()  # nothing ran
