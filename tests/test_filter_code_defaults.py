@@ -517,6 +517,16 @@ CAUGHT += [  # whitespace-only edits: dropped by default now
 
 # -------------------------------------------------------------------- what must stay
 
+CAUGHT += [  # a fragment of brackets and separators, cut from a change elsewhere
+    (dict(path="lib/core/Axios.js", before="});", after="};", **JS), "punctuation_only", ""),
+    (dict(path="src/walk.rs", before="    }", after="", **RUST), "punctuation_only", ""),
+    # a contentless subject with its pull request number, or a web editor's verb
+    (dict(comment="Update README.md (#3936)", **JS), "contentless_comment", "editor_default"),
+    (dict(comment="Updating README", **JS), "contentless_comment", "editor_default"),
+    (dict(comment="Adding files", **TS), "contentless_comment", "editor_default"),
+    (dict(comment="WIP (#4028)", **TS), "contentless_comment", "says_nothing"),
+    (dict(comment="Initial commit (#1)", **RUST), "contentless_comment", "initial_commit"),
+]
 KEPT = [
     # a hand-written file in a folder named dist (or build) stays: no banner, no wrapper, not the
     # project's own bundle
@@ -605,6 +615,10 @@ KEPT = [
     dict(comment="Don't revert the transaction on a read-only error", **JAVA),
     # not whitespace-only: a real edit
     dict(before="\tname string", after="\tname  []string", **GO),
+    # a bracket edit with a name in it, and a subject that says what the edit to a file is
+    dict(before="foo(x));", after="foo(x);", **JS),
+    dict(comment="Update README.md to explain the retry option", **JS),
+    dict(comment="Update docs for the new API (#412)", **TS),
 ]
 
 
