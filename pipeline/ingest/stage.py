@@ -127,7 +127,9 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                     bar.update(task, total=c["total"])
                 bar.advance(task, c["advance"])
             _whole_source(tally, spec, i, name, out, pieces)
-            _required_fields(tally, spec, i, name)
+            hint = _required_fields(tally, spec, i)
+            if hint is not None:
+                tally.warnings.append(hint)
             bar.update(task, completed=bar.tasks[task].total or 0)
             per_source[name] = _source_counts(spec, tally, tally.warnings)
             per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings))
@@ -149,6 +151,7 @@ def _failure(what: list[str], spec: SourceConfig, i: int) -> IngestFailed:
     return IngestFailed(f"source {name!r} ({spec.kind}): {msg}")
 
 
+UNMAPPED_REQUIRED = "no record has the required field"
 # What a required item field is often called elsewhere: suggested, never mapped unasked
 LIKELY = {
     "before": ("old", "old_code", "original", "source", "source_code", "src", "old_file"),
@@ -156,12 +159,12 @@ LIKELY = {
 }
 
 
-def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int, name: str) -> None:
-    """A source none of whose records gave an item because a required field has another
-    name in it: a config error (exit 2) naming the field, the fields the records had, and the
-    --set line that maps it."""
+def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int) -> str | None:
+    """Where none of a source's records gave an item because a required field has another
+    name in it: a warning naming the fields, the fields the records had, and the --set lines
+    that map them (when no source gave an item, check() fails the run with it, exit 2)."""
     if tally.items or not tally.objects or not tally.reasons.get("missing field"):
-        return
+        return None
     keys = list(tally.keys)
     missing = [
         f
@@ -171,7 +174,7 @@ def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int, name: str)
         and not any(a in tally.keys for a in ALIASES.get(f, ()))
     ]
     if not missing:
-        return
+        return None
     fixes = []
     for f in missing:
         lower = {k.lower(): k for k in keys}
@@ -180,9 +183,9 @@ def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int, name: str)
         like += get_close_matches(f, keys, 1, 0.5)
         fixes.append(f"--set ingest.sources.{i}.fields.{f}={like[0] if like else '<field>'}")
     seen = ", ".join(shown(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
-    raise IngestFailed(
-        f"source {name!r}: no record has the required field{'s' if len(missing) > 1 else ''} "
-        f"{', '.join(missing)} (fields seen: {seen}); map {'them' if len(fixes) > 1 else 'it'}: "
+    return (
+        f"{UNMAPPED_REQUIRED}{'s' if len(missing) > 1 else ''} {', '.join(missing)} (fields "
+        f"seen: {seen}); map {'them' if len(fixes) > 1 else 'it'}: "
         + " ".join(shown(x) for x in fixes)
     )
 
@@ -219,6 +222,11 @@ def check(m: dict[str, Any]) -> None:
     n = c.get("records_in", 0)
     if not n:
         raise DataError("ingest: the sources held no records; nothing to curate")
+    sources = (m.get("conservation") or {}).get("sources") or {}
+    for name, s in sources.items():  # a field named otherwise in the data: say what to type
+        for w in s.get("warnings", []):
+            if isinstance(w, str) and w.startswith(UNMAPPED_REQUIRED):
+                raise IngestFailed(f"source {name!r}: {w}")
     raise DataError(
         f"ingest: every one of {n} records failed or was skipped ({c.get('errors_out', 0)} "
         f"errors, {c.get('skipped_out', 0)} skipped); see ingest/errors.parquet"
