@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import EnvError, UsageError
 from pipeline.parts import PartSink, num_rows
+from pipeline.stage import NAMES
 
 MANIFEST = "manifest.json"
 CONFIG_FILE = "config.toml"  # the effective config a run folder keeps (Pipeline.open)
@@ -304,6 +305,14 @@ class StageRun:
         return manifest
 
 
+def stage_folders(run_dir: Path, marker: str = MANIFEST) -> list[Path]:
+    """The run folder's stage folders holding `marker` (a manifest: finished; STALE), in
+    PIPELINE order, then any other (smoke, a custom stage) by name."""
+    rank = {s: i for i, s in enumerate(NAMES)}
+    found = [p.parent for p in run_dir.glob(f"*/{marker}")]
+    return sorted(found, key=lambda d: (rank.get(d.name, len(rank)), d.name))
+
+
 def invalidate_downstream(run_dir: Path, changed: str) -> list[str]:
     """After stage `changed` wrote its outputs: every finished stage that read an output of it
     with other content, or that reads a stage made stale here (transitively), loses its
@@ -316,7 +325,7 @@ def invalidate_downstream(run_dir: Path, changed: str) -> list[str]:
         now = {
             n: f"sha256:{o.get('sha256', '')}" for n, o in (up_m or {}).get("outputs", {}).items()
         }
-        for d in sorted(p.parent for p in run_dir.glob(f"*/{MANIFEST}")):
+        for d in stage_folders(run_dir):
             m = read_manifest(d)
             if m is None or d.name == up:
                 continue
@@ -337,17 +346,13 @@ def invalidate_downstream(run_dir: Path, changed: str) -> list[str]:
 
 def stale_stages(run_dir: Path) -> dict[str, str]:
     """Stage -> why it is stale, for the run folder's stages that are."""
-    from pipeline.stage import NAMES  # (light: the stage list names no stage code)
-
     out = {}
-    rank = {s: i for i, s in enumerate(NAMES)}
-    found = sorted(run_dir.glob(f"*/{STALE}"), key=lambda p: (rank.get(p.parent.name, 99), p))
-    for p in found:
-        if not (p.parent / MANIFEST).exists():
+    for d in stage_folders(run_dir, STALE):
+        if not (d / MANIFEST).exists():
             try:
-                out[p.parent.name] = str(json.loads(p.read_bytes()).get("stale_because", ""))
+                out[d.name] = str(json.loads((d / STALE).read_bytes()).get("stale_because", ""))
             except (json.JSONDecodeError, OSError, AttributeError):
-                out[p.parent.name] = "its inputs changed after it ran"
+                out[d.name] = "its inputs changed after it ran"
     return out
 
 

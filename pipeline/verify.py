@@ -21,15 +21,12 @@ import numpy as np
 import polars as pl
 
 from pipeline.parts import Parts
-from pipeline.runs import MANIFEST, output_sha, read_manifest
-from pipeline.stage import NAMES
+from pipeline.runs import MANIFEST, output_sha, read_manifest, stage_folders
 
 
 def stage_dirs(run_dir: Path) -> list[Path]:
     """Finished stage folders in PIPELINE order, then any other (smoke, a custom stage)."""
-    found = [p.parent for p in run_dir.glob(f"*/{MANIFEST}")]
-    rank = {s: i for i, s in enumerate(NAMES)}
-    return sorted(found, key=lambda p: (rank.get(p.name, len(rank)), p.name))
+    return stage_folders(run_dir)
 
 
 def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
