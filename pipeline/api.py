@@ -18,7 +18,7 @@ import polars as pl
 
 from pipeline.config import Config, ConfigError, apply_override, load_config, validate
 from pipeline.errors import EnvError, UsageError
-from pipeline.runner import StageResult, run_stage
+from pipeline.runner import StageResult, run_stage, stage_key
 from pipeline.runs import CONFIG_FILE, read_manifest, run_lock, stale_stages, write_text
 from pipeline.secrets.masking import mask
 from pipeline.stage import PIPELINE, Stage, resolve
@@ -209,13 +209,14 @@ class Pipeline:
         cfg = self.config
         results: list[StageResult] = []
         t0 = time.time()
-        for stage in todo[1:]:  # what the config names (rules, benchmarks, earlier runs) is
-            if stage.key is not None:  # checked before the first stage runs (the first's key
-                resolve(stage.key)(cfg)  # runs first anyway, and hashes the inputs)
+        # what the config names (rules, benchmarks, earlier runs) is checked before the first
+        # stage runs, by the later stages' keys, kept for their runs (the first's key runs
+        # first anyway, and hashes the inputs)
+        keys = {s.name: stage_key(s, cfg) for s in todo[1:]}
         with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
             write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())
             for stage in todo:
-                result = run_stage(stage, cfg, force=force)
+                result = run_stage(stage, cfg, force=force, key=keys.get(stage.name))
                 results.append(result)
                 if on_stage is not None:
                     on_stage(stage, result)

@@ -125,9 +125,20 @@ def upstream(cfg: Config, rel: str, needed_by: str) -> str:
     return f"sha256:{out.get('sha256', '')}"
 
 
-def prepare(stage: Stage, cfg: Config) -> StageRun:
+# a stage's key: (fingerprint text, {external input: its content fingerprint})
+Key = tuple[str, dict[str, str]]
+
+
+def stage_key(stage: Stage, cfg: Config) -> Key:
+    """What the stage's `key` says (it also checks what the config names for it)."""
+    return resolve(stage.key)(cfg) if stage.key else ("", {})
+
+
+def prepare(stage: Stage, cfg: Config, key: Key | None = None) -> StageRun:
+    """The stage's run record: its inputs and fingerprint (`key`: stage_key's, when the caller
+    already has it, so no input is hashed twice)."""
     inputs = {rel: upstream(cfg, rel, stage.name) for rel in stage.reads}
-    extra, external = resolve(stage.key)(cfg) if stage.key else ("", {})
+    extra, external = key if key is not None else stage_key(stage, cfg)
     inputs.update(external)
     section = cfg.fingerprint(stage.section) if stage.section else ""
     # part boundaries are part of the output bytes
@@ -145,8 +156,10 @@ def prepare(stage: Stage, cfg: Config) -> StageRun:
 # ------------------------------------------------------------------------ running
 
 
-def run_stage(stage: Stage, cfg: Config, force: bool = False) -> StageResult:
-    sr = prepare(stage, cfg)
+def run_stage(
+    stage: Stage, cfg: Config, force: bool = False, key: Key | None = None
+) -> StageResult:
+    sr = prepare(stage, cfg, key)
     if not force and sr.is_fresh():
         return StageResult(stage.name, read_manifest(sr.dir) or {}, skipped=True)
     sr.begin()

@@ -38,10 +38,10 @@ import pipeline.api as api
 from pipeline import Pipeline
 
 new, real = {}, api.run_stage
-def run_stage(stage, cfg, force=False):
+def run_stage(stage, cfg, force=False, **kw):
     before = set(sys.modules)
     try:
-        return real(stage, cfg, force)
+        return real(stage, cfg, force, **kw)
     finally:
         new[stage.name] = sorted(sys.modules[k].__file__ for k in set(sys.modules) - before
                                  if k == "pipeline" or k.startswith("pipeline."))

@@ -176,8 +176,8 @@ def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int) -> str | N
     if not missing:
         return None
     fixes = []
+    lower = {k.lower(): k for k in keys}
     for f in missing:
-        lower = {k.lower(): k for k in keys}
         like = [k for k in keys if f in k.lower()]
         like += [lower[w] for w in LIKELY.get(f, ()) if w in lower]
         like += get_close_matches(f, keys, 1, 0.5)
