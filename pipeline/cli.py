@@ -242,7 +242,22 @@ def tune(
 
     with run_lock(run_dir, create=False):
         res = run_tune(run_dir, base=base, step=step, labels=labels, ngrams=ngram)
-    print_tune(res)
+        print_tune(res)
+        _refresh_report(run_dir)
+
+
+def _refresh_report(run_dir: Path) -> None:
+    """tune and smoke-train add to what the report shows (the sweep; the smoke table, plot and
+    the recommendation's culprit sets), so they write it again, under the caller's run lock, and
+    say so; where the report cannot be built, they say why and what to run."""
+    from pipeline.report.report import ReportFailed, write_report
+
+    try:
+        paths = write_report(run_dir)
+    except ReportFailed as e:
+        console.print(Text(f"report: not refreshed: {e}"))
+        return
+    console.print(Text(f"report: refreshed {paths['html']} (+ report.md, report.json, plots/)"))
 
 
 @app.command()
@@ -352,8 +367,9 @@ def smoke_train(
     with run_lock(run_dir, create=False):
         sweep_arg = smoke.parse_sweep(sweep) if sweep else None
         summary = smoke.run(run_dir, sc, sweep_arg, hook, fault_spec=fault)
-    smoke.print_summary(summary)
-    console.print(Text(f"smoke-train: wrote {run_dir / 'smoke'}"))
+        smoke.print_summary(summary)
+        console.print(Text(f"smoke-train: wrote {run_dir / 'smoke'}"))
+        _refresh_report(run_dir)
     if summary["verdict"] != "trains":
         raise typer.Exit(1)
 

@@ -25,9 +25,10 @@ HEADINGS = [
     "## 4. Dedup",
     "## 5. Shapes",
     "## 6. Sampling options",
-    "## 7. Splits",
-    "## 8. Kept sample",
-    "## 9. Smoke train",
+    "## 7. Recommendation",
+    "## 8. Splits",
+    "## 9. Kept sample",
+    "## 10. Smoke train",
 ]
 
 
@@ -67,6 +68,7 @@ def test_every_section_is_present_in_md_html_and_json(run):
         "dedup",
         "shapes",
         "sampling",
+        "recommendation",
         "splits",
         "kept",
         "smoke",
@@ -373,7 +375,7 @@ def test_kept_sample_is_seeded_drawn_from_the_export_and_stable(run, tmp_path):
     # not the first groups of the split deal (which all go to train): every split can show
     assert {m["split"] for m in kept_sample(run, n=len(ids))["items"]} == set(SPLITS)
     md = (run / "report" / "report.md").read_text()
-    sec = md[md.index(HEADINGS[7]) : md.index(HEADINGS[8])]
+    sec = md[md.index(HEADINGS[8]) : md.index(HEADINGS[9])]
     assert sec.count("\n#### ") == 20 and all(f"`{m['id']}`" in sec for m in k["items"])
 
 
@@ -395,3 +397,133 @@ def test_a_possible_secret_is_counted_in_the_report_but_never_shown(tmp_path):
     assert got["possible_secret:password_assignment"]["items"] == 1
     assert got["possible_secret:password_assignment"]["examples"] == []
     assert len(got["prose_file"]["examples"]) == 1
+
+
+def test_every_example_names_its_id_and_the_why_command(run):
+    """From any example in the report to `editcurate why`: filter drops, flags, dedup clusters,
+    borderline pairs, shape groups and the kept sample each show the id and the command."""
+    md = (run / "report" / "report.md").read_text()
+    html = (run / "report" / "report.html").read_text()
+    fig = _json(run)
+    why = fig["header"]["why"]
+    assert why.startswith("editcurate why ") and not os.path.isabs(why.split()[-1])
+    examples = [m for r in fig["filter"]["rules"] for m in r["examples"]]
+    examples += [m for f in fig["filter"]["flags"]["flags"] for m in f["examples"]]
+    examples += [m for c in fig["dedup"]["largest"] for m in c["members"]]
+    examples += [m for g in fig["shapes"]["largest"] for m in g["examples"]]
+    examples += fig["kept"]["items"]
+    assert len(examples) > 30
+    for m in examples:
+        assert f"`{why} {m['id']}`" in md, m["id"]
+        assert f'<code class="why">{why} {m["id"]}</code>' in html, m["id"]
+
+
+def test_per_split_tables_by_repo_source_and_language_add_up(run):
+    x = _json(run)["splits"]
+    items = pl.concat(
+        [
+            pl.read_parquet(run / "export" / f"{s}.parquet").with_columns(split=pl.lit(s))
+            for s in SPLITS
+        ],
+        how="diagonal_relaxed",
+    )
+    for col in ("repo", "source", "language"):
+        rows = x["by"][col]
+        assert [r["value"] for r in rows].count("(other)") <= 1
+        for s in SPLITS:
+            assert sum(r[s] for r in rows) == items.filter(pl.col("split") == s).height
+        top = rows[0]
+        want = items.filter(pl.col(col) == top["value"])
+        assert top["total"] == want.height and top["train"] == (want["split"] == "train").sum()
+    assert (
+        "| by language | train | validation | test | all |"
+        in (run / "report" / "report.md").read_text()
+    )
+
+
+def test_a_blank_language_reads_none_and_never_an_empty_header(run, tmp_path):
+    d = tmp_path / "run"
+    shutil.copytree(run, d)
+    for f in ("dedup/kept.parquet", "export/train.parquet"):  # files, or folders of parts
+        for part in [d / f] if (d / f).is_file() else sorted((d / f).glob("*.parquet")):
+            pl.read_parquet(part).with_columns(language=pl.lit("")).write_parquet(part)
+    fig = R.build(d)
+    assert fig["sampling"]["languages"] == ["(none)"]
+    assert fig["sampling"]["policies"][0]["language_kept"] == {"(none)": 100.0}
+    assert any(r["value"] == "(none)" for r in fig["splits"]["by"]["language"])
+    md = R.render_md(fig)
+    assert "| policy | (none) |" in md  # the language column's header
+    assert "| by language | items | share % |\n|---|---:|---:|\n| (none) |" in md
+
+
+def test_smoke_train_refreshes_the_report_with_its_table_plot_and_culprits(run, tmp_path):
+    """smoke-train writes the report again: its measures as a table (not a JSON dump), the loss
+    plot embedded, and the non-finite set it found in the recommendation, with its ids."""
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    d = tmp_path / "run"
+    shutil.copytree(run, d)
+    bad = sorted(pl.read_parquet(d / "export" / "train.parquet")["id"].to_list())[3]
+    res = CliRunner().invoke(
+        app,
+        ["smoke-train", str(d), "--eval-items", "0", "--max-len", "256", "--fault", f"item:{bad}"],
+    )
+    assert res.exit_code == 1, res.output  # the fault makes it fail: over the skip budget
+    assert "report: refreshed" in " ".join(res.output.split())
+    fig = _json(d)
+    s = fig["smoke"]
+    assert s["present"] and s["verdict"] == "fails" and s["plot"] == "loss_grad.png"
+    measures = {r["measure"]: r["value"] for r in s["rows"]}
+    assert measures["fault injection (TEST ONLY)"] == f"item:{bad}"
+    assert [c["ids"] for c in s["culprits"]] == [[bad]]
+    (c,) = fig["recommendation"]["culprit_sets"]
+    assert c["ids"] == [bad] and c["kept_apart_by"] == []  # one item alone: the data
+    md = (d / "report" / "report.md").read_text()
+    assert "![loss and gradient norm per step](plots/loss_grad.png)" in md
+    assert "| measure | value |" in md and '"summary"' not in md
+    html = (d / "report" / "report.html").read_text()
+    assert 'alt="loss_grad.png" src="data:image/png;base64,' in html
+
+
+def test_report_in_a_real_browser_has_no_error_no_request_and_every_anchor(run, tmp_path):
+    """Playwright drives the system Chromium over the sample run's html report: no console error, nothing fetched but the file itself, every in-page anchor
+    resolves, every image decodes, and the recommendation, the why commands and the flag counts
+    are on the page."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+    browser = _chromium()
+    html = (run / "report" / "report.html").resolve()
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=browser, args=["--no-sandbox"])
+        try:
+            page = b.new_page()
+            errors: list[str] = []
+            urls: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: urls.append(r.url))
+            page.goto(html.as_uri(), wait_until="load")
+            broken = page.evaluate(
+                """() => [...document.querySelectorAll('a[href]')]
+                     .map(a => a.getAttribute('href'))
+                     .filter(h => !h.startsWith('#') || !document.getElementById(h.slice(1)))"""
+            )
+            images = page.evaluate(
+                "() => [...document.images].map(i => i.complete && i.naturalWidth > 0)"
+            )
+            ids = page.evaluate("() => [...document.querySelectorAll('[id]')].map(e => e.id)")
+            rec = page.inner_text("#recommendation + *")
+            why = page.locator("code.why").count()
+            flags = page.inner_text("#flags ~ table")  # the flag count table
+        finally:
+            b.close()
+    assert errors == [] and urls == [html.as_uri()]
+    assert broken == []  # every link is in-page and lands on an element
+    assert images and all(images)
+    assert len(ids) == len(set(ids))  # an anchor lands on one place
+    assert rec.startswith("Train with ")
+    assert why >= 20
+    assert "% of kept" in flags and "prose_file" in flags

@@ -423,7 +423,7 @@ def test_kept_sample_escapes_item_text(tmp_path_factory):
     md, html = _out(run, "report.md"), _out(run, "report.html")
     for text in (md, html):
         assert "\x1b" not in text and "<script>" not in text
-    sec = md[md.index("## 8. Kept sample") : md.index("## 9. Smoke train")]
+    sec = md[md.index("## 9. Kept sample") : md.index("## 10. Smoke train")]
     assert r'\<script\>alert("x")\</script\> \x1b\[31mred\x1b\[0m and a \| pipe' in sec
     h = html[html.index('id="kept"') : html.index('id="smoke"')]
     assert r"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; \x1b[31mred\x1b[0m" in h

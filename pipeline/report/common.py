@@ -32,6 +32,15 @@ def export_files(run_dir: Path) -> dict[str, Path]:
     return {s: p for s in SPLITS if (p := d / f"{s}.parquet").exists()}
 
 
+NONE = "(none)"  # how a report shows a null or blank value (a language, a repo, a path)
+
+
+def shown_value(col: str) -> pl.Expr:
+    """The column as the report's tables name its values: text, NONE where null or blank."""
+    v = pl.col(col).cast(pl.String)
+    return pl.when(v.is_null() | (v.str.strip_chars() == "")).then(pl.lit(NONE)).otherwise(v)
+
+
 def pct(a: float, b: float) -> float:
     return round(100.0 * a / b, 2) if b else 0.0
 
@@ -41,11 +50,12 @@ def read(p: Path, columns: list[str] | None = None) -> pl.DataFrame | None:
 
 
 def counts(df: pl.DataFrame, col: str, top: int | None = None) -> list[dict[str, Any]]:
-    """[{value, items, share}] sorted by items desc then value, nulls shown as "(none)"."""
+    """[{value, items, share}] sorted by items desc then value, a null or blank value shown as
+    NONE."""
     if df.is_empty():
         return []
     c = (
-        df.select(pl.col(col).cast(pl.String).fill_null("(none)").alias("value"))
+        df.select(shown_value(col).alias("value"))
         .group_by("value")
         .len("items")
         .sort(["items", "value"], descending=[True, False])

@@ -222,10 +222,12 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
         r["plots"]["cluster_sizes"] = plots.hist(
             sizes["size"].to_list(),
             out / "cluster_sizes.png",
-            "cluster size (items)",
-            "items in cluster",
+            "dedup clusters by size",
+            "items in the cluster (keeper and removed)",
             bins=[b + 0.5 for b in range(1, mx + 1)],
             log_y=True,
+            ylabel="clusters",
+            integer_x=True,
         )
     if edges.height:
         ej = edges["exact_j"]

@@ -4,6 +4,7 @@ dedup shingles with), over comment + before + after + context."""
 
 from __future__ import annotations
 
+import shlex
 import time
 from importlib import metadata
 from pathlib import Path
@@ -64,6 +65,7 @@ def header(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
             versions[extra] = "not installed"
     return {
         "run": run_dir.resolve().name,
+        "why": why_command(run_dir),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "sources": sources,
         "config_fingerprints": sorted(
@@ -199,6 +201,21 @@ def empty_reason(stages: list[dict[str, Any]], reasons: list[dict[str, Any]]) ->
     )
 
 
+def why_command(run_dir: Path) -> str:
+    """`editcurate why RUN_DIR`, the run folder as the user reaches it from where the report
+    was built (cwd-relative, else under ~), never the machine's absolute folder: RUN_DIR then."""
+    here, home, run = Path.cwd().resolve(), Path.home().resolve(), run_dir.resolve()
+    if run.is_relative_to(here):
+        where = str(run.relative_to(here)) or "."
+    elif home != Path("/") and run.is_relative_to(home):
+        where = "~/" + str(run.relative_to(home))
+    else:
+        return "editcurate why RUN_DIR"
+    return "editcurate why " + (
+        shlex.quote(where) if not where.startswith("~/") else "~/" + shlex.quote(where[2:])
+    )
+
+
 def distributions(items: pl.DataFrame, out: Path) -> dict[str, Any]:
     m = with_measures(items)
     d: dict[str, Any] = {"items": m.height, "tokenizer": TOKEN_PATTERN}
@@ -222,6 +239,7 @@ def distributions(items: pl.DataFrame, out: Path) -> dict[str, Any]:
                 bins=bins,
                 vline=d[col]["median"],
                 log_y=col == "lines_changed",
+                integer_x=True,
             )
     for col, key in (
         ("language", "by_language"),
@@ -230,7 +248,7 @@ def distributions(items: pl.DataFrame, out: Path) -> dict[str, Any]:
         ("bot", "bot_vs_human"),
     ):
         d[key] = counts(m, col, TOP)
-        if d[key]:
+        if len(d[key]) > 1:  # one value is one full bar: the table says it
             top = [r for r in d[key] if r["value"] != "(other)"]
             d["plots"][key] = plots.bars(
                 [r["value"] for r in top],

@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from pipeline.runs import atomic_path  # noqa: E402
 
@@ -33,17 +34,24 @@ def hist(
     bins: int | Sequence[float] = 30,
     vline: float | None = None,
     log_y: bool = False,
+    ylabel: str = "items",
+    integer_x: bool = False,
 ) -> str:
-    """A histogram; `vline` marks a threshold or the median."""
+    """A histogram of counts (`ylabel`: what is counted); `vline` marks a threshold or the
+    median; integer_x: the values are whole numbers, so the x ticks are too."""
     fig, ax = plt.subplots(figsize=SIZE)
     ax.hist(list(values), bins=bins, color="#4c72b0", edgecolor="white")
     if vline is not None:
         ax.axvline(vline, color="#c44e52", ls="--", lw=1.2)
     if log_y:
         ax.set_yscale("log")
+    else:  # a count is whole: no 0.5 tick
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if integer_x:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("items")
+    ax.set_ylabel(ylabel)
     return _save(fig, path)
 
 
@@ -54,6 +62,7 @@ def bars(
     h = max(2.0, 0.28 * len(labels) + 1.0)
     fig, ax = plt.subplots(figsize=(SIZE[0], h))
     ax.barh(list(labels)[::-1], list(counts)[::-1], color="#55a868")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.tick_params(axis="y", labelsize=8)
@@ -74,6 +83,7 @@ def jaccard(verified: Sequence[float], below: Sequence[float], threshold: float,
     ax.axvline(threshold, color="grey", ls="--", lw=1)
     ax.set_xlabel("exact shingle Jaccard")
     ax.set_ylabel("pairs")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("verified candidate pairs")
     ax.legend(fontsize=8)
     return _save(fig, path)

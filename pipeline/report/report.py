@@ -19,15 +19,17 @@ from typing import Any
 import polars as pl
 
 from pipeline.export.split import sharing_change
-from pipeline.report.common import ReportFailed, relativize
+from pipeline.report.common import NONE, ReportFailed, export_files, relativize, shown_value
 from pipeline.report.dedup import dedup
 from pipeline.report.filtering import filter_rules
 from pipeline.report.kept import KEPT_SAMPLE, kept_sample
-from pipeline.report.overview import distributions, funnel, header, with_measures
+from pipeline.report.overview import TOP, distributions, funnel, header, with_measures
+from pipeline.report.recommend import recommend
 from pipeline.report.render import env, render_html, render_md
 from pipeline.report.sampling import _collisions, read_shapes, sampling, shapes, stage_order
 from pipeline.runs import read_manifest, stale_stages, write_json, write_text
 from pipeline.stage import NAMES, SPLITS
+from pipeline.train.summary import rows as summary_rows
 
 __all__ = [
     "ReportFailed",
@@ -55,6 +57,7 @@ TOC: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
     ),
     ("shapes", "Shapes", ()),
     ("sampling", "Sampling options", ()),
+    ("recommendation", "Recommendation", ()),
     ("splits", "Splits", ()),
     ("kept", "Kept sample", ()),
     ("smoke", "Smoke train", ()),
@@ -67,6 +70,7 @@ SECTIONS = (
     "dedup",
     "shapes",
     "sampling",
+    "recommendation",
     "splits",
     "kept",
     "smoke",
@@ -74,6 +78,45 @@ SECTIONS = (
 
 
 _env = env  # the name the single-module report had
+
+
+SPLIT_BY = ("repo", "source", "language")  # the per-split breakdowns, one table each
+
+
+def by_split(run_dir: Path, top: int = TOP) -> dict[str, list[dict[str, Any]]]:
+    """{column: [{value, train, validation, test, total}]} over the exported items: the `top`
+    values by total, then "(other)"; a null or blank value is NONE."""
+    files = export_files(run_dir)
+    frames = []
+    for sp, f in files.items():
+        lf = pl.scan_parquet(f)
+        have = set(lf.collect_schema().names())
+        frames.append(
+            lf.select(
+                *(shown_value(c).alias(c) if c in have else pl.lit(NONE).alias(c) for c in SPLIT_BY)
+            )
+            .with_columns(split=pl.lit(sp))
+            .collect()
+        )
+    if not frames:
+        return {c: [] for c in SPLIT_BY}
+    df = pl.concat(frames)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for col in SPLIT_BY:
+        wide = df.group_by(col, "split").len("n").pivot("split", index=col, values="n")
+        wide = wide.with_columns(
+            *(
+                pl.col(sp).fill_null(0) if sp in wide.columns else pl.lit(0).alias(sp)
+                for sp in SPLITS
+            )
+        ).with_columns(total=pl.sum_horizontal(*SPLITS))
+        wide = wide.sort(["total", col], descending=[True, False]).rename({col: "value"})
+        rows = wide.select("value", *SPLITS, "total").to_dicts()
+        if len(rows) > top:
+            rest = {k: sum(r[k] for r in rows[top:]) for k in (*SPLITS, "total")}
+            rows = rows[:top] + [{"value": "(other)", **rest}]
+        out[col] = rows
+    return out
 
 
 def splits(run_dir: Path) -> dict[str, Any]:
@@ -100,21 +143,38 @@ def splits(run_dir: Path) -> dict[str, Any]:
         "cross_split_groups": c["cross_split_groups"],
         # read from the export manifest, never re-counted here (verify re-counts it)
         "sharing_change": sharing_change(c, m),
+        "names": list(SPLITS),
+        "by": by_split(run_dir),
     }
 
 
-def smoke(run_dir: Path) -> dict[str, Any]:
+def smoke(run_dir: Path, plot_dir: Path) -> dict[str, Any]:
+    """smoke-train's summary as the terminal shows it (one table of measures, one table per
+    non-finite set with the ids bisection found) and its loss and gradient plot, copied into
+    the report's plots."""
     p = run_dir / "smoke" / "summary.json"
     if not p.exists():
         return {"present": False, "note": "smoke stage not run"}
     s = json.loads(p.read_text())
-    c = run_dir / "smoke" / "culprits.json"
+    plot = run_dir / "smoke" / "loss_grad.png"
+    if plot.exists():
+        plot_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(plot, plot_dir / plot.name)
     return {
         "present": True,
         "verdict": s.get("verdict"),
-        "skipped_steps": s.get("skipped_steps"),
-        "summary": s,
-        "culprits": json.loads(c.read_text()) if c.exists() else None,
+        "reason": s.get("reason", ""),
+        "rows": [{"measure": k, "value": v} for k, v in summary_rows(s)],
+        "culprits": [
+            {
+                "ids": c.get("ids", []),
+                "found_by": c.get("found_by", ""),
+                "table": c.get("table", []),
+            }
+            for c in s.get("culprit_tables", [])
+        ],
+        "culprit_ids": sorted({i for ids in s.get("probe", {}).get("culprits", []) for i in ids}),
+        "plot": plot.name if plot.exists() else None,
     }
 
 
@@ -156,7 +216,7 @@ def build(
         "header": header(run_dir, manifests),
         "funnel": funnel(run_dir, manifests),
         "splits": splits(run_dir),
-        "smoke": smoke(run_dir),
+        "smoke": smoke(run_dir, out),
     }
     data = {
         "filter": filter_rules(run_dir, manifests["filter"]),
@@ -166,11 +226,14 @@ def build(
         "sampling": sampling(shp, items, scope, batch, seed, stage),
         "kept": kept_sample(run_dir, kept),
     }
+    data["recommendation"] = recommend(
+        data["sampling"], shp, meta["smoke"], (stage or {}).get("window") or window or batch
+    )
     fig = {
         "sections": list(SECTIONS),
         "toc": [
-            {"id": a, "title": t, "sub": [{"id": x, "title": y} for x, y in sub]}
-            for a, t, sub in TOC
+            {"id": a, "n": n, "title": t, "sub": [{"id": x, "title": y} for x, y in sub]}
+            for n, (a, t, sub) in enumerate(TOC, 1)
         ],
         **relativize(meta, run_dir, wide=True),
         **relativize(data, run_dir),

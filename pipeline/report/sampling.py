@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import SHAPE_SCOPES
-from pipeline.report.common import ITEM_COLS, counts, member, pct
+from pipeline.report.common import ITEM_COLS, counts, member, pct, shown_value
 from pipeline.runs import read_manifest
 
 CAPS = (1, 2, 4)
@@ -153,9 +153,12 @@ def sampling(
     if shp is None:
         return {"present": False, "note": "shapes stage not run"}
     g = shp.filter(pl.col("scope") == scope).select("id", pl.col("group_id").cast(pl.String))
-    base = items.select("id", "language", "repo", "author_is_bot").join(
-        g.unique("id"), on="id", how="left"
-    )
+    base = items.select(  # a blank language or repo is its own column, named NONE
+        "id",
+        shown_value("language").alias("language"),
+        shown_value("repo").alias("repo"),
+        "author_is_bot",
+    ).join(g.unique("id"), on="id", how="left")
     base = base.with_columns(pl.col("group_id").fill_null("solo:" + pl.col("id")))
     base = base.sort("id").with_columns(rank=pl.int_range(pl.len()).over("group_id"))
     rng = np.random.default_rng(seed)

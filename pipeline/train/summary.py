@@ -5,19 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 
-def print_summary(summary: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    from pipeline.console import console
-
-    t = Table(title=f"smoke-train: {summary['verdict']} (gate: {summary['gate']})")
-    t.add_column("measure")
-    t.add_column("value")
+def rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(measure, value) of a summary.json: the terminal's table and the report's."""
     pre = summary["preflight"]
     g = summary.get("generation") or {}
     m = summary["model"]
     probe = summary["probe"]
-    rows = [
+    out = [
         ("model", m["model"]),
         ("adapter", f"{m['tensors']} tensors, {m['dtypes']}"),
         ("device / dtype", f"{summary['device']} / {summary['dtype']}"),
@@ -41,22 +35,22 @@ def print_summary(summary: dict[str, Any]) -> None:
         ("adapter saved", str(summary["adapter_saved"])),
     ]
     if summary.get("peak_gpu_memory_gib") is not None:
-        rows.append(("peak GPU memory (GiB)", str(summary["peak_gpu_memory_gib"])))
+        out.append(("peak GPU memory (GiB)", str(summary["peak_gpu_memory_gib"])))
     if "model" in g:
-        rows.append(
+        out.append(
             (
                 "changed-region similarity (validation)",
                 f"{g['model']} (base model {g['base_model']}, copy-before {g['copy_before']})",
             )
         )
-    rows.append(("gate", f"{summary['gate']}: {summary['gate_reason']}"))
+    out.append(("gate", f"{summary['gate']}: {summary['gate_reason']}"))
     if summary.get("fault"):
-        rows.append(("fault injection (TEST ONLY)", summary["fault"]))
+        out.append(("fault injection (TEST ONLY)", summary["fault"]))
     if probe["k"] or probe["culprits"]:
         cost = probe["cost"]
-        rows.append(("culprit sets", str(probe["culprits"])))
-        rows.append(("found by", str(probe["found_by"])))
-        rows.append(
+        out.append(("culprit sets", str(probe["culprits"])))
+        out.append(("found by", str(probe["found_by"])))
+        out.append(
             (
                 "probe cost",
                 f"{cost['passes']} forward+backward passes "
@@ -64,9 +58,20 @@ def print_summary(summary: dict[str, Any]) -> None:
             )
         )
     if summary["sweep"]:
-        rows.append(("sweep", f"{summary['sweep']['class']}: {summary['sweep']['reason']}"))
-    rows.append(("reason", summary["reason"]))
-    for r in rows:
+        out.append(("sweep", f"{summary['sweep']['class']}: {summary['sweep']['reason']}"))
+    out.append(("reason", summary["reason"]))
+    return out
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from pipeline.console import console
+
+    t = Table(title=f"smoke-train: {summary['verdict']} (gate: {summary['gate']})")
+    t.add_column("measure")
+    t.add_column("value")
+    for r in rows(summary):
         t.add_row(*r)
     console.print(t)
     for c in summary.get("culprit_tables", []):
