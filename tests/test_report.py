@@ -490,9 +490,9 @@ def test_smoke_train_refreshes_the_report_with_its_table_plot_and_culprits(run, 
 
 
 def test_report_in_a_real_browser_has_no_error_no_request_and_every_anchor(run, tmp_path):
-    """Playwright drives the system Chromium over the sample run's html report: no console error, nothing fetched but the file itself, every in-page anchor
-    resolves, every image decodes, and the recommendation, the why commands and the flag counts
-    are on the page."""
+    """Playwright drives the system Chromium over the sample run's html report: no console
+    error, nothing fetched but the file itself, every in-page anchor resolves, every image
+    decodes, and the recommendation, the why commands and the flag counts are on the page."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
     browser = _chromium()
     html = (run / "report" / "report.html").resolve()
