@@ -355,8 +355,11 @@ def smoke_train(
     max_new_tokens: Annotated[int, typer.Option(help="Generation cap when judging.")] = 128,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda.")] = "auto",
     fault: Annotated[str, typer.Option(help="TEST ONLY: pair:A,B | item:A | forward:A.")] = "",
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress on stderr; the summary still prints.")
+    ] = False,
 ) -> None:
-    options = {k: v for k, v in locals().items() if k not in ("run_dir", "sweep", "fault")}
+    options = {k: v for k, v in locals().items() if k not in ("run_dir", "sweep", "fault", "quiet")}
     from pipeline.config import SmokeConfig, validate
     from pipeline.runs import run_lock
     from pipeline.train import stage as smoke
@@ -366,7 +369,7 @@ def smoke_train(
     hook = parse_fault(fault) if fault else None  # test-only fault injection; bad: exit 2
     with run_lock(run_dir, create=False):
         sweep_arg = smoke.parse_sweep(sweep) if sweep else None
-        summary = smoke.run(run_dir, sc, sweep_arg, hook, fault_spec=fault)
+        summary = smoke.run(run_dir, sc, sweep_arg, hook, fault_spec=fault, quiet=quiet)
         smoke.print_summary(summary)
         console.print(Text(f"smoke-train: wrote {run_dir / 'smoke'}"))
         _refresh_report(run_dir)

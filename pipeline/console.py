@@ -8,6 +8,8 @@ it writes, so a name from the data printed anywhere shows as written, escaped.
 
 On a terminal, progress is a live bar; otherwise (CI, a log file, a pipe) it is a log line
 per task every LOG_EVERY seconds and when the task ends, so long runs show they are alive.
+A task may carry a `status` field (free text, e.g. "loss 1.23, skipped 0"), shown after its
+count in both.
 """
 
 from __future__ import annotations
@@ -113,6 +115,13 @@ class _Description(ProgressColumn):
         return Text.from_markup(f"[bold]{visible(task.description, one_line=True)}")
 
 
+class _Status(ProgressColumn):
+    """The task's `status` field, if it has one, as plain text (escaped, one line)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(visible(task.fields.get("status", ""), one_line=True))
+
+
 def progress() -> Any:
     if not console.is_terminal:
         return LineProgress()
@@ -120,6 +129,7 @@ def progress() -> Any:
         _Description(),
         BarColumn(),
         MofNCompleteColumn(),
+        _Status(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
@@ -134,13 +144,15 @@ class _Task:
     completed: float = 0.0
     started: float = 0.0
     logged: float = 0.0
+    status: str = ""
 
 
 class LineProgress:
-    """The part of rich's Progress the stages use, as periodic plain log lines."""
+    """The part of rich's Progress the stages use, as periodic plain log lines (every `every`
+    seconds; LOG_EVERY unless given)."""
 
-    def __init__(self, every: float = LOG_EVERY):
-        self.every = every
+    def __init__(self, every: float | None = None):
+        self.every = LOG_EVERY if every is None else every
         self.tasks: list[_Task] = []
 
     def __enter__(self) -> LineProgress:
@@ -154,9 +166,9 @@ class LineProgress:
                 if task.logged and task.completed:
                     self._log(task, final=True)
 
-    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+    def add_task(self, description: str, total: float | None = None, **kw: Any) -> int:
         now = time.monotonic()
-        self.tasks.append(_Task(description, total, started=now, logged=0.0))
+        self.tasks.append(_Task(description, total, started=now, status=kw.get("status", "")))
         return len(self.tasks) - 1
 
     def advance(self, task_id: int, advance: float = 1) -> None:
@@ -170,6 +182,12 @@ class LineProgress:
             task.total = kw["total"]
         if "completed" in kw:
             task.completed = kw["completed"]
+        if "advance" in kw:
+            task.completed += kw["advance"]
+        if "description" in kw:
+            task.description = kw["description"]
+        if "status" in kw:
+            task.status = kw["status"]
         self._maybe_log(task)
 
     def _maybe_log(self, task: _Task) -> None:
@@ -182,5 +200,7 @@ class LineProgress:
         done = f"{task.completed:,.0f}"
         if task.total:
             done += f"/{task.total:,.0f} ({100 * task.completed / task.total:.0f}%)"
+        if task.status:
+            done += f", {task.status}"
         took = task.logged - task.started
         console.print(Text(f"{task.description}: {done}, {took:.0f}s" + (" done" if final else "")))

@@ -161,6 +161,22 @@ def test_the_live_progress_bar_escapes_its_description(monkeypatch):
     assert "\x1b[2J" not in out and "\x07" not in out
 
 
+def test_the_live_progress_bar_escapes_a_status(monkeypatch):
+    import io
+
+    import pipeline.console as pc
+
+    buf = io.StringIO()
+    monkeypatch.setattr(pc, "console", make_console(file=buf, force_terminal=True, width=200))
+    with pc.progress() as bar:
+        task = bar.add_task("steps", total=2)
+        bar.update(task, advance=1, status=f"loss {ANSI}")
+        bar.refresh()
+    out = buf.getvalue()
+    assert r"loss \x1b[2J\x1b[31mRED\x1b]0;title\x07" in out
+    assert "\x1b[2J" not in out and "\x07" not in out
+
+
 def test_a_crlf_line_end_in_a_report_is_a_line_end():
     """Windows line ends are not control characters to show: `\\r\\n` is written `\\n`, a
     lone CR still escaped."""

@@ -233,3 +233,17 @@ def test_progress_without_a_terminal_is_periodic_log_lines(capsys):
         bar.advance(task, 2)
     err = capsys.readouterr().err
     assert "dedup: shingles: 2/4 (50%)" in err and "4/4 (100%)" in err
+
+
+def test_a_progress_task_status_follows_its_count(capsys):
+    """A task's `status` field (smoke-train: a window's loss, the items skipped) shows after
+    its count; update(advance=, status=) as rich's Progress takes them."""
+    from pipeline.console import LineProgress
+
+    with LineProgress(every=0) as bar:
+        task = bar.add_task("smoke-train: training steps", total=2)
+        bar.update(task, advance=1, status="loss 5.57, skipped 0")
+        bar.update(task, advance=1, status="loss 5.4, skipped 1")
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("smoke-train: training steps: 1/2 (50%), loss 5.57, skipped 0, ")
+    assert err[1].startswith("smoke-train: training steps: 2/2 (100%), loss 5.4, skipped 1, ")

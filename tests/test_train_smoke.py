@@ -21,6 +21,7 @@ from pipeline.train.loop import (  # noqa: E402
     HOST_READS,
     Flat,
     LoopConfig,
+    count_windows,
     lr_factor,
     micro_step,
     train,
@@ -332,3 +333,77 @@ def test_cuda_asked_on_a_cpu_only_torch_is_one_line_exit_3(tmp_path, cli):
     assert res.exit_code == 3
     assert "--device cuda: no usable GPU" in res.output and "Traceback" not in res.output
     assert not (d / "smoke" / "items.parquet").exists()  # refused before any work
+
+
+def test_count_windows_is_the_loops_step_count():
+    cfg = LoopConfig(micro_batch=3, grad_accum=4)
+    assert [count_windows(n, cfg) for n in (0, 1, 12, 13, 24, 25)] == [0, 1, 1, 2, 2, 3]
+    assert count_windows(16, LoopConfig(grad_accum=4)) == 4
+
+
+def _outputs(d: Path) -> dict[str, bytes]:
+    """Every file smoke-train wrote, but the manifest (wall and CPU time)."""
+    smoke_dir = d / "smoke"
+    return {
+        str(p.relative_to(smoke_dir)): p.read_bytes()
+        for p in sorted(smoke_dir.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def test_progress_per_window_and_phase_quiet_says_none_and_outputs_are_identical(
+    tmp_path, cli, monkeypatch
+):
+    """Issue 27: each long phase says what it does and how many units, each training window its
+    step, loss and the items skipped so far (a line per window here: LOG_EVERY 0; off a
+    terminal it is every LOG_EVERY seconds); --quiet says none of it; neither changes a file."""
+    import re
+
+    import pipeline.console as pc
+
+    monkeypatch.setattr(pc, "LOG_EVERY", 0.0)
+    args = [
+        *("--grad-accum", "4", "--lr", "2e-3", "--max-len", "256", "--seed", "3"),
+        *("--eval-items", "2", "--max-new-tokens", "4", "--probe-batch", "4"),
+        *("--fault", "item:i05"),  # a kept non-finite window: bisection; over budget: exit 1
+    ]
+    dirs = {}
+    for mode in ("loud", "quiet"):
+        d = run_dir(tmp_path / mode, items(16), validation=items(2, start=50))
+        res = cli("smoke-train", d, *args, *(["--quiet"] if mode == "quiet" else []), ok=False)
+        assert res.exit_code == 1 and "smoke-train: wrote" in res.output, res.output
+        dirs[mode] = (d, res.output)
+    out = dirs["loud"][1]
+    steps = re.findall(
+        r"^smoke-train: training steps: (\d)/4 \(\d+%\), loss ([\d.]+), skipped (\d), \d+s$",
+        out,
+        re.M,
+    )
+    assert [int(s) for s, _, _ in steps] == [1, 2, 3, 4]  # one line per window
+    assert all(math.isfinite(float(loss)) for _, loss, _ in steps)
+    assert int(steps[-1][2]) == 1  # i05's micro-batch, left out
+    for phase in (
+        "building model config:tiny (LoRA r 16) on ",
+        "training 4 steps of 4 x 1 items (16 items)",
+        "generating with the base model for 2 validation items",
+        "bisecting 1 non-finite micro-batch in 1 kept window",
+        "probing 5 blocks of up to 4 items (18 items)",
+        "generating with the trained adapter for 2 validation items",
+        "held-out loss on 2 validation items",
+    ):
+        assert f"smoke-train: {phase}" in out, phase
+    assert re.search(r"^smoke-train: probe blocks: 5/5 \(100%\), \d+ passes", out, re.M)
+    quiet = dirs["quiet"][1]
+    assert "smoke-train: training" not in quiet and "building model" not in quiet
+    assert "skipped 1 of 16 items" in quiet  # the summary still prints
+    # progress changes no output: every file byte for byte, summary.json but its timings
+    loud_files, quiet_files = (_outputs(dirs[m][0]) for m in ("loud", "quiet"))
+    assert set(loud_files) == set(quiet_files)
+    assert any(f.startswith("windows/step_") for f in loud_files)  # the kept window's state
+    timed = ("train_s", "tokens_per_s")
+    summaries = [json.loads(f.pop("summary.json")) for f in (loud_files, quiet_files)]
+    for s in summaries:
+        for k in timed:
+            s.pop(k)
+    assert summaries[0] == summaries[1]
+    assert loud_files == quiet_files

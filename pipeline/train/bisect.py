@@ -164,9 +164,11 @@ def locate_window(
     run: Passes,
     unrelated: Example | None,
     repeats: int = 5,
+    on_batch: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """ddmin inside each non-finite micro-batch of a kept training window, on the adapter
-    (and optimiser state, kept beside it) that the window was computed on."""
+    (and optimiser state, kept beside it) that the window was computed on; `on_batch()`
+    after each."""
     end = adapter_state(run.model)
     load_adapter_state(run.model, window["adapter"])
     run.forget()
@@ -178,10 +180,12 @@ def locate_window(
             if not run.fails("screen")(batch):
                 note = "finite when re-run on the saved weights"
                 out.append({"ids": [e.id for e in batch], "found_by": where, "note": note})
-                continue
-            for members in split_failing(batch, run):
-                rows = table(members, run, unrelated, repeats)
-                out.append({"ids": [e.id for e in members], "found_by": where, "table": rows})
+            else:
+                for members in split_failing(batch, run):
+                    rows = table(members, run, unrelated, repeats)
+                    out.append({"ids": [e.id for e in members], "found_by": where, "table": rows})
+            if on_batch:
+                on_batch()
     finally:
         load_adapter_state(run.model, end)
         run.forget()

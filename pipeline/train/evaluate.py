@@ -16,6 +16,7 @@ training never sees.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,14 @@ def region_score(before: str, pred: str, gold: str) -> float:
 
 @torch.no_grad()
 def generate(
-    model: Any, tok: Any, items: list[dict[str, Any]], device: str, max_new_tokens: int = 128
+    model: Any,
+    tok: Any,
+    items: list[dict[str, Any]],
+    device: str,
+    max_new_tokens: int = 128,
+    on_item: Callable[[], None] | None = None,
 ) -> list[str]:
-    """Greedy completions, cut at EOS."""
+    """Greedy completions, cut at EOS; `on_item()` after each."""
     model.eval()
     out = []
     for it in items:
@@ -73,6 +79,8 @@ def generate(
         if tok.eos_token_id in new:
             new = new[: new.index(tok.eos_token_id)]
         out.append(tok.decode(new))
+        if on_item:
+            on_item()
     model.train()
     return out
 

@@ -201,6 +201,13 @@ def _norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(tensors))).double())
 
 
+def count_windows(items: int, cfg: LoopConfig) -> int:
+    """The optimizer steps `train` takes over `items` examples: windows of grad_accum
+    micro-batches of micro_batch items, the last of each possibly short."""
+    micro = -(-items // cfg.micro_batch)
+    return -(-micro // cfg.grad_accum)
+
+
 def train(
     model: Any,
     examples: list[Example],
@@ -208,9 +215,11 @@ def train(
     cfg: LoopConfig,
     device: str = "cpu",
     fault: Fault | None = None,
-    on_step: Callable[[int, int], None] | None = None,
+    on_step: Callable[[int, int, dict[str, Any]], None] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[dict[str, Any]]]:
-    """Run every example once; return (items, steps, kept non-finite windows)."""
+    """Run every example once; return (items, steps, kept non-finite windows). `on_step(done,
+    windows, row)` after each window, with its row of the steps table (figures already read:
+    no extra host read)."""
     flat = Flat(model)
     params = list(flat.params.values())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
@@ -303,7 +312,7 @@ def train(
             }
         )
         if on_step:
-            on_step(step + 1, len(windows))
+            on_step(step + 1, len(windows), dict(steps[-1]))
     for row, (wnorm, moved, pnorm) in zip(steps, _rows(weights), strict=True):
         row["adapter_norm"] = wnorm
         row["adapter_rel_change"] = moved / pnorm if pnorm > 0 else math.nan
@@ -328,12 +337,24 @@ def _item_table(items: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 @torch.no_grad()
-def eval_loss(model: Any, examples: list[Example], pad_id: int, device: str) -> float:
-    """Token-mean loss over a fixed set (summed token losses / supervised tokens)."""
+def eval_loss(
+    model: Any,
+    examples: list[Example],
+    pad_id: int,
+    device: str,
+    on_item: Callable[[], None] | None = None,
+) -> float:
+    """Token-mean loss over a fixed set (summed token losses / supervised tokens);
+    `on_item()` after each item's forward (nothing read to the host)."""
     if not examples:
         return math.nan
     model.eval()
-    sums = torch.cat([token_sums(model, [e], pad_id, device) for e in examples])
+    parts = []
+    for e in examples:
+        parts.append(token_sums(model, [e], pad_id, device))
+        if on_item:
+            on_item()
+    sums = torch.cat(parts)
     model.train()
     return float(host(sums.sum()[None])[0]) / max(sum(e.supervised_tokens for e in examples), 1)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,11 +135,14 @@ def probe(
     seed: int,
     repeats: int = 5,
     known: list[list[str]] | None = None,
+    on_blocks: Callable[[int], Callable[[], None]] | None = None,
 ) -> dict[str, Any]:
     """Run every block; for each non-finite one, the minimal sets, which grouping found them,
-    and their tables. `known`: sets already found (in the training windows)."""
+    and their tables. `known`: sets already found (in the training windows). `on_blocks(n)`,
+    once the n blocks are formed, gives what to call after each block."""
     found: list[list[str]] = [list(s) for s in known or []]
     bs = blocks(examples, k, groups, seed)
+    after_block = on_blocks(len(bs)) if on_blocks else None
     culprits: list[dict[str, Any]] = []
     bad_blocks: list[dict[str, Any]] = []
     passed: list[Example] = []
@@ -148,14 +152,16 @@ def probe(
             if set(s) <= {e.id for e in items}:
                 items = [e for e in items if e.id != s[-1]]
         if not items:
-            continue
-        if run.fails("screen")(items):
+            pass
+        elif run.fails("screen")(items):
             bad_blocks.append({"block": i, "tier": b.tier, "ids": [e.id for e in items]})
             for members in split_failing(items, run):
                 found.append([e.id for e in members])
                 culprits.append({"block": i, "found_by": b.tier, "members": members})
         else:
             passed.extend(items)
+        if after_block:
+            after_block()
     in_sets = {i for s in found for i in s}
     unrelated = next((e for e in passed if e.id not in in_sets), None)
     for c in culprits:

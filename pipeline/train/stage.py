@@ -5,7 +5,8 @@ every curated item of all splits. Slow by design (a real loop), so it is a comma
 and not a stage of `editcurate run`: the optional stage SMOKE (pipeline/stage.py), run through
 the one runner (its fingerprint, inputs, atomic outputs, manifest and checks are the runner's).
 `verdict` (trains / fails: finite steps, loss going down) sets the exit code; `gate` (pass /
-fail / skipped: held-out quality) is reported beside it.
+fail / skipped: held-out quality) is reported beside it. Each long phase says what it does and
+counts its units on stderr (progress.py; `quiet`: not), which no output depends on.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,8 @@ from pipeline.errors import EnvError
 from pipeline.runs import write_json, write_parquet
 from pipeline.stage import SMOKE, SPLITS
 from pipeline.train.faults import Fault
-from pipeline.train.loop import LoopConfig, eval_loss, train
+from pipeline.train.loop import LoopConfig, count_windows, eval_loss, train
+from pipeline.train.progress import QUIET, Reporter, Tick, count
 from pipeline.train.sweep import SmokeFailed, classify_sweep, parse_sweep
 
 if TYPE_CHECKING:
@@ -103,24 +106,41 @@ def fit(
     device: str,
     fault: Fault | None = None,
     before_training: Any = None,
+    report: Reporter = QUIET,
 ) -> dict[str, Any]:
     """Build a fresh model, pre-flight, train once in `sc.seed`'s order; what a summary, a
-    sweep or the probe needs. `before_training(model, tok)` runs on the untrained model."""
+    sweep or the probe needs. `before_training(model, tok)` runs on the untrained model;
+    `report` says each phase."""
     from pipeline.train.data import order_items, preflight
-    from pipeline.train.model import build
+    from pipeline.train.model import build, preset_name
 
+    verb = "building" if preset_name(sc.model) is not None else "loading"
+    report.phase(f"{verb} model {sc.model or 'config:tiny'} (LoRA r {sc.lora_r}) on {device}")
     model, tok, info = build(
         sc.model, sc.seed, sc.lora_r, sc.lora_alpha, device, sc.grad_checkpointing
     )
+    report.phase(f"pre-flight: tokenizing {count(train_df.height, 'training item')}")
     examples, pre, pre_summary = preflight(
         order_items(train_df, sc.seed), tok, sc.max_len, sc.exclude_bad
     )
     sample = random.Random(sc.seed).sample(examples, min(LOSS_SAMPLE, len(examples)))
-    before = eval_loss(model, sample, tok.pad_token_id, device)
+    n = len(sample)
+    tick = report.phase(f"loss before training on {count(n, 'training item')}", n, "loss before")
+    before = eval_loss(model, sample, tok.pad_token_id, device, tick)
     extra = before_training(model, tok) if before_training else None
+    lc = loop_config(sc)
+    windows = count_windows(len(examples), lc)
+    on_step = report.steps(
+        windows,
+        f"training {count(windows, 'step')} of {lc.grad_accum} x {lc.micro_batch} items "
+        f"({count(len(examples), 'item')})",
+    )
     t0 = time.time()
-    items, steps, kept = train(model, examples, tok.pad_token_id, loop_config(sc), device, fault)
+    items, steps, kept = train(model, examples, tok.pad_token_id, lc, device, fault, on_step)
     wall = time.time() - t0
+    tick = report.phase(f"loss after training on {count(n, 'training item')}", n, "loss after")
+    after = eval_loss(model, sample, tok.pad_token_id, device, tick)
+    report.done()
     return {
         "model": model,
         "tok": tok,
@@ -133,7 +153,7 @@ def fit(
         "windows": kept,
         "loss_sample": sample,
         "eval_before": before,
-        "eval_after": eval_loss(model, sample, tok.pad_token_id, device),
+        "eval_after": after,
         "train_s": wall,
         "before_training": extra,
     }
@@ -146,6 +166,7 @@ def locate(
     sc: SmokeConfig,
     device: str,
     fault: Fault | None = None,
+    report: Reporter = QUIET,
 ) -> dict[str, Any]:
     """ddmin inside each kept non-finite training window (on its saved weights), then, with
     --probe-batch K, the probe over every curated item on the weights of the first failing
@@ -160,9 +181,29 @@ def locate(
     by_id = {e.id: e for e in res["examples"]}
     ok = res["items"].filter(~pl.col("dropped"))["id"].to_list()
     unrelated = by_id[ok[0]] if ok else None
-    windows = [c for w in res["windows"] for c in locate_window(w, by_id, run, unrelated)]
+
+    def passes(tick: Tick) -> Callable[[], None]:  # each unit's tick, the passes so far beside
+        return lambda: tick(status=f"{sum(run.count.values())} passes")
+
+    kept = res["windows"]
+    bad = sum(len(w["bad"]) for w in kept)
+    after = None
+    if bad:
+        batches = count(bad, "non-finite micro-batch", "non-finite micro-batches")
+        what = f"bisecting {batches} in {count(len(kept), 'kept window')}"
+        after = passes(report.phase(what, bad, "bisect"))
+    windows = [c for w in kept for c in locate_window(w, by_id, run, unrelated, on_batch=after)]
+    report.done()
     out: dict[str, Any] = {"k": sc.probe_batch, "window_culprits": windows, "culprits": []}
-    if sc.probe_batch > 0:
+    if (k := sc.probe_batch) > 0:
+
+        def on_blocks(n: int) -> Callable[[], None]:
+            what = (
+                f"probing {count(n, 'block')} of up to {k} items ({count(len(examples), 'item')})"
+            )
+            return passes(report.phase(what, n, "probe blocks"))
+
+        report.phase(f"probe pre-flight: tokenizing {count(curated.height, 'curated item')}")
         examples, _, _ = preflight(curated, tok, sc.max_len, sc.exclude_bad)
         groups = suspicion_groups(run_dir, curated)
         end = adapter_state(model)
@@ -174,8 +215,9 @@ def locate(
         run.forget()
         known = [c["ids"] for c in windows if "table" in c]
         try:
-            out.update(probe(run, examples, sc.probe_batch, groups, sc.seed, known=known))
+            out.update(probe(run, examples, k, groups, sc.seed, known=known, on_blocks=on_blocks))
         finally:
+            report.done()
             load_adapter_state(model, end)
     out["cost"] = run.cost(curated.height)
     model.zero_grad(set_to_none=True)
@@ -206,15 +248,16 @@ def run(
     fault: Fault | None = None,
     generate: bool = True,
     fault_spec: str = "",
+    quiet: bool = False,
 ) -> dict[str, Any]:
     """Smoke-train export's train split through the runner; write RUN_DIR/smoke/; return the
     summary. Always re-run: a sweep or an injected fault changes the outputs, and neither is
-    config."""
+    config. Progress on stderr unless `quiet` (no output depends on it)."""
     from pipeline.runner import run_stage
 
     cfg = Config(run=RunConfig(root=str(run_dir.parent), name=run_dir.name), smoke=sc)
     knobs = functools.partial(
-        step, sweep=sweep, fault=fault, generate=generate, fault_spec=fault_spec
+        step, sweep=sweep, fault=fault, generate=generate, fault_spec=fault_spec, quiet=quiet
     )
     run_stage(replace(SMOKE, step=knobs), cfg, force=True)
     summary: dict[str, Any] = json.loads((cfg.run_dir / SMOKE.name / "summary.json").read_bytes())
@@ -228,13 +271,27 @@ def step(
     fault: Fault | None = None,
     generate: bool = True,
     fault_spec: str = "",
+    quiet: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The stage: train, locate, judge; its outputs in io.dir."""
+    """The stage: train, locate, judge; its outputs in io.dir; progress on stderr unless
+    `quiet`."""
+    with Reporter(quiet) as report:
+        return _step(cfg, io, sweep, fault, generate, fault_spec, report)
+
+
+def _step(
+    cfg: Config,
+    io: StageIO,
+    sweep: tuple[str, list[Any]] | None,
+    fault: Fault | None,
+    generate: bool,
+    fault_spec: str,
+    report: Reporter,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     import torch
 
     from pipeline.train import evaluate as ev
     from pipeline.train.model import adapter_finite
-    from pipeline.train.sweep import sweep_runs
 
     sc = cfg.smoke
     run_dir = cfg.run_dir
@@ -249,12 +306,18 @@ def step(
     )
     judged_items = judged.to_dicts() if generate and sc.eval_items > 0 else []
 
-    def base_model(model: Any, tok: Any) -> list[str]:  # the untrained model's answers
-        return ev.generate(model, tok, judged_items, device, sc.max_new_tokens)
+    def generating(who: str) -> Callable[[], None]:
+        n, m = len(judged_items), sc.max_new_tokens
+        what = f"generating with {who} for {count(n, 'validation item')} (up to {m} new tokens)"
+        return report.phase(what, n, f"generate ({who})")
 
-    res = fit(frames["train"], sc, device, fault, base_model)
+    def base_model(model: Any, tok: Any) -> list[str]:  # the untrained model's answers
+        tick = generating("the base model") if judged_items else None
+        return ev.generate(model, tok, judged_items, device, sc.max_new_tokens, tick)
+
+    res = fit(frames["train"], sc, device, fault, base_model, report)
     model, tok = res["model"], res["tok"]
-    located = locate(res, run_dir, frames["curated"], sc, device, fault)
+    located = locate(res, run_dir, frames["curated"], sc, device, fault, report)
     write_json(out / "culprits.json", located)
     if res["windows"]:  # the first non-finite window's weights and optimiser state, on disk
         w = res["windows"][0]
@@ -266,20 +329,25 @@ def step(
         model.save_pretrained(out / "adapter")
     scores = None
     if judged_items:
-        preds = ev.generate(model, tok, judged_items, device, sc.max_new_tokens)
+        tick = generating("the trained adapter")
+        preds = ev.generate(model, tok, judged_items, device, sc.max_new_tokens, tick)
         scores = ev.score(judged_items, preds, res["before_training"])
         write_parquet(pl.DataFrame(scores["per_item"]).to_arrow(), out / "eval.parquet", io.meta)
         io.run.record_output("eval.parquet", "aux")
     trained_ids = {e.id for e in res["examples"]}
+    report.phase(f"pre-flight: tokenizing {count(val.height, 'validation item')}")
     val_examples = _val_examples(val, tok, sc)
-    held_out_loss = eval_loss(model, val_examples, tok.pad_token_id, device)
+    n = len(val_examples)
+    tick = report.phase(f"held-out loss on {count(n, 'validation item')}", n, "held-out loss")
+    held_out_loss = eval_loss(model, val_examples, tok.pad_token_id, device, tick)
+    report.done()
 
     items = res["preflight"].join(res["items"], on="id", how="left").sort("id")
     write_parquet(items.to_arrow(), out / "items.parquet", io.meta)
     write_parquet(res["steps"].to_arrow(), out / "steps.parquet", io.meta)
     ev.plot(res["steps"], out / "loss_grad.png")
 
-    sweep_out = sweep_runs(frames["train"], sc, sweep, device, fault, fit) if sweep else {}
+    sweep_out = _sweep(frames["train"], sc, sweep, device, fault, report) if sweep else {}
     v, reason = verdict(res, sc, finite)
     trained = res["items"]
     dropped = trained.filter(pl.col("dropped"))
@@ -346,6 +414,30 @@ def step(
     }
     write_json(out / "summary.json", summary)
     return {"items": trained.height, "skipped": dropped.height, "verdict": v}, {}
+
+
+def _sweep(
+    train_df: pl.DataFrame,
+    sc: SmokeConfig,
+    sweep: tuple[str, list[Any]],
+    device: str,
+    fault: Fault | None,
+    report: Reporter,
+) -> dict[str, Any]:
+    """sweep_runs, each run's phases said, the value it trains with first."""
+    from pipeline.train.sweep import sweep_runs
+
+    key, values = sweep
+    runs = count(len(values), "more training run")
+    report.phase(f"sweep {key}: {runs} ({', '.join(map(str, values))})")
+    seen = [0]
+
+    def fit_one(df: pl.DataFrame, one: SmokeConfig, dev: str, f: Fault | None) -> dict[str, Any]:
+        seen[0] += 1
+        report.phase(f"sweep run {seen[0]}/{len(values)}: {key}={getattr(one, key)}")
+        return fit(df, one, dev, f, report=report)
+
+    return sweep_runs(train_df, sc, sweep, device, fault, fit_one)
 
 
 def _cpu(v: Any) -> Any:
