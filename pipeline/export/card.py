@@ -1,10 +1,11 @@
 """The export's dataset card (README.md) in the Hugging Face convention, and the HF dataset.
 
-The card opens with YAML front matter the Hub reads (configs / data_files per split, license,
-task_categories, size_categories, tags), then the splits (and the validation and test items
-that share a change with train, as the export counted them: a warning with that figure per
-source where the split rule let a change span splits), the curation funnel from the run's
-manifests, the sources and the provenance. Every name from the data is escaped for Markdown.
+The card opens with YAML front matter the Hub reads (configs / data_files per split, license
+and, for license "other", license_name and license_link, task_categories, size_categories,
+tags), then the splits (and the validation and test items that share a change with train, as
+the export counted them: a warning with that figure per source where the split rule let a
+change span splits), the curation funnel from the run's manifests, the sources, the license
+and the provenance. Every name from the data is escaped for Markdown.
 """
 
 from __future__ import annotations
@@ -39,11 +40,21 @@ def size_category(n: int) -> str:
     return "n>1B"
 
 
+OTHER = "other"  # the Hub's license for one it does not list: license_name names it
+UNKNOWN_LICENSE = "unknown"  # license_name when export.license_name is unset
+
+
 def front_matter(cfg: Config, n: int) -> str:
     """The YAML block the Hub reads (safe_dump: a run name cannot break out of it)."""
+    e = cfg.export
+    lic: dict[str, str] = {"license": e.license}
+    if e.license == OTHER:  # the Hub's dataset-card spec: an id, and a URL or a repo file
+        lic["license_name"] = e.license_name or UNKNOWN_LICENSE
+        if e.license_link:
+            lic["license_link"] = e.license_link
     meta = {
         "pretty_name": f"editcurate export: {cfg.run.name}",
-        "license": cfg.export.license,
+        **lic,
         "task_categories": ["text-generation"],
         "size_categories": [size_category(n)],
         "tags": ["code", "code-review", "code-editing", "editcurate"],
@@ -55,6 +66,23 @@ def front_matter(cfg: Config, n: int) -> str:
         ],
     }
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n"
+
+
+def license_lines(cfg: Config) -> list[str]:
+    """The card's License section: the license, and for "other" its name and link, or, with
+    no name set, why one is wanted and which keys set it."""
+    e = cfg.export
+    if e.license != OTHER:
+        return [f"License: {code_cell(e.license)} (export.license)."]
+    if e.license_name:
+        link = f", {code_cell(e.license_link)}" if e.license_link else ""
+        return [f"License: {code_cell(e.license_name)}{link} (export.license_name, license_link)."]
+    return [
+        f"License: {code_cell(OTHER)}, not named (license_name {code_cell(UNKNOWN_LICENSE)}).",
+        "The items are code and review comments mined from repositories, each under its own",
+        "repository's license: set `export.license_name` and `export.license_link` to the",
+        "license this dataset is shared under.",
+    ]
 
 
 def funnel(run_dir: Path) -> list[str]:
@@ -134,6 +162,10 @@ def card(counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRu
         "| source | split | items |",
         "|---|---|---:|",
         *(f"| {code_cell(r['source'])} | {r['split']} | {r['len']} |" for r in extra["by_source"]),
+        "",
+        "## License",
+        "",
+        *license_lines(cfg),
         "",
         "## Provenance",
         "",
