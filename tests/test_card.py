@@ -1,4 +1,5 @@
-"""The export's dataset card: license metadata for the Hub."""
+"""The export's dataset card: license metadata for the Hub, the Fields table (every column
+that can reach the export described)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, load_config
-from pipeline.export.card import front_matter, license_lines
+from pipeline.config import SHAPE_SCOPES, ConfigError, load_config
+from pipeline.export.card import fields, front_matter, license_lines
+from pipeline.schema import COLUMN_DOCS, ITEM_SCHEMA, column_doc
 
 
 def _meta(*overrides: str) -> dict:
@@ -79,3 +81,35 @@ def test_a_bad_license_key_is_a_config_error_naming_the_key(tmp_path, key, value
 @pytest.mark.parametrize("link", ["LICENSE", "LICENSE.md", "licenses/code.md", "http://x.org/l"])
 def test_a_good_license_link_loads(link):
     assert load_config(None, [f'export.license_link="{link}"']).export.license_link == link
+
+
+# ------------------------------------------------------------------------ fields
+
+
+def test_every_column_that_can_reach_the_export_is_described():
+    """The item's columns and those the stages add (filter's flags, shapes' annotate and
+    spread columns, export's group and sft columns): each has its one line."""
+    from pipeline.filter.stage import KEPT_SCHEMA
+
+    added = [
+        *KEPT_SCHEMA.names,
+        *(f"shape_{what}_{scope}" for scope in SHAPE_SCOPES for what in ("group", "size")),
+        "shape_digit_only",
+        "batch_order",
+        "export_group",
+        "prompt",
+        "completion",
+    ]
+    for name in [*ITEM_SCHEMA.names, *added]:
+        assert column_doc(name), f"column {name!r} has no description in schema.COLUMN_DOCS"
+    assert column_doc("shape_size_repo").endswith("scope repo (1: no other item has its shape)")
+    assert column_doc("no_such_column") == "" and column_doc("shape_group_") == ""
+    assert list(COLUMN_DOCS)[: len(ITEM_SCHEMA)] == ITEM_SCHEMA.names  # written beside it
+
+
+def test_the_fields_table_escapes_and_says_when_a_column_has_no_description():
+    import pyarrow as pa
+
+    rows = fields(pa.schema([("id", pa.string()), ("a|b*", pa.list_(pa.string()))]))
+    assert rows[2].startswith("| `id` | `string` | content id")
+    assert rows[3] == "| `a\\|b*` | `list<item: string>` | (no description) |"

@@ -4,8 +4,9 @@ The card opens with YAML front matter the Hub reads (configs / data_files per sp
 and, for license "other", license_name and license_link, task_categories, size_categories,
 tags), then the splits (and the validation and test items that share a change with train, as
 the export counted them: a warning with that figure per source where the split rule let a
-change span splits), the curation funnel from the run's manifests, the sources, the license
-and the provenance. Every name from the data is escaped for Markdown.
+change span splits), the fields (every column of the exported files, its type and what it
+holds: pipeline/schema.py COLUMN_DOCS), the curation funnel from the run's manifests, the
+sources, the license and the provenance. Every name from the data is escaped for Markdown.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import yaml
 
 from pipeline.config import Config
@@ -20,6 +22,7 @@ from pipeline.export.split import sharing_change
 from pipeline.report.render import md_cell_code as code_cell
 from pipeline.report.render import md_text
 from pipeline.runs import StageRun, read_manifest
+from pipeline.schema import column_doc
 from pipeline.stage import SPLITS
 
 SIZE_CATEGORIES = (
@@ -85,6 +88,15 @@ def license_lines(cfg: Config) -> list[str]:
     ]
 
 
+def fields(schema: pa.Schema) -> list[str]:
+    """Markdown rows: every column of the exported files, its Arrow type and what it holds."""
+    rows = ["| column | type | description |", "|---|---|---|"]
+    for f in schema:
+        doc = md_text(column_doc(f.name) or "(no description)")
+        rows.append(f"| {code_cell(f.name)} | {code_cell(f.type)} | {doc} |")
+    return rows
+
+
 def funnel(run_dir: Path) -> list[str]:
     """Markdown rows: what each stage received, kept and removed, and its main reasons."""
     rows = ["| stage | in | out | removed | main reasons |", "|---|---:|---:|---:|---|"]
@@ -127,7 +139,10 @@ def changes(counts: dict[str, Any], extra: dict[str, Any]) -> list[str]:
     return ["", f"Validation and test items sharing a change with train: {md_text(sh['note'])}."]
 
 
-def card(counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRun) -> str:
+def card(
+    counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRun, schema: pa.Schema
+) -> str:
+    """The card's Markdown; `schema` is the exported files' (for the Fields table)."""
     n = max(counts["items_in"], 1)
     fmt = extra["format"]
     lines = [
@@ -152,6 +167,10 @@ def card(counts: dict[str, Any], extra: dict[str, Any], cfg: Config, sr: StageRu
         "",
         f"Format: {fmt}"
         + (" (prompt/completion from pipeline/template.py `render`)." if fmt == "sft" else "."),
+        "",
+        "## Fields",
+        "",
+        *fields(schema),
         "",
         "## Curation funnel",
         "",
