@@ -40,6 +40,53 @@ ITEM_SCHEMA = pa.schema(
         pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=True),
     ]
 )
+# What each column holds, one line each, for the dataset card's Fields table (export/card.py):
+# the item's columns (ITEM_SCHEMA, above), then those the stages add on the way to export.
+# Written once here; a test fails on an exported column without one.
+COLUMN_DOCS = {
+    "id": "content id: sha256 of repo, change, path, before, after and comment (24 hex digits)",
+    "source": "the configured source the item was read from (ingest.sources name)",
+    "source_ref": "where in the source: line, row or commit:path:hunk (#k: k-th item of a record)",
+    "repo": "the repository, owner/name; empty when unknown",
+    "change": "the commit or pull request the edit belongs to; empty when unknown",
+    "path": "the file's path in the repository",
+    "language": "the file's language (lower-case linguist name); empty when unknown",
+    "before": "the code before the edit",
+    "after": "the code after the edit",
+    "context": "code around the edit, where the source has it; else empty",
+    "comment": "the review comment that asked for the edit (git history: the commit subject)",
+    "author": "who wrote the comment or commit; null when unknown",
+    "author_is_bot": "true when the author is a bot (the source says so, or ingest.bot_patterns)",
+    "lines_removed": "lines the edit removes (the source's count, else a line diff's)",
+    "lines_added": "lines the edit adds (the source's count, else a line diff's)",
+    "created_at": "when the comment or commit was made, UTC; null when unknown",
+    # filter (filter/stage.py KEPT_SCHEMA)
+    "flags": "names of the filter's flag rules that matched the item, in rule order",
+    # shapes, policy annotate (shapes/group.py annotations); the per-scope ones below
+    "shape_digit_only": "true when the edit changes only numbers, versions or hashes",
+    # shapes, policy spread (shapes/stage.py)
+    "batch_order": "training order that spreads a shape group's items over shapes.window",
+    # export (export/stage.py): always, and with export.format = "sft"
+    "export_group": "the item's export group (id, near duplicates, shape group ...): one split",
+    "prompt": "the SFT prompt: path, review comment, context and the code before (template.py)",
+    "completion": "the SFT target: the code after, with a trailing newline",
+}
+# Columns shapes' annotate policy adds once per scope, named <prefix><scope>.
+SCOPED_COLUMN_DOCS = {
+    "shape_group_": "the item's edit-shape group at scope {scope} (numbered per scope)",
+    "shape_size_": "items in that shape group at scope {scope} (1: no other item has its shape)",
+}
+
+
+def column_doc(name: str) -> str:
+    """A column's one-line description (COLUMN_DOCS, SCOPED_COLUMN_DOCS); "" if it has none."""
+    if name in COLUMN_DOCS:
+        return COLUMN_DOCS[name]
+    for prefix, doc in SCOPED_COLUMN_DOCS.items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return doc.format(scope=name.removeprefix(prefix))
+    return ""
+
 
 # Ingest's second output: every input record that gave no item, with why. `severity` tells a
 # malformed record ("error") from a well-formed one that holds no review edit ("skip": a review

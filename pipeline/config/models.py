@@ -16,6 +16,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -342,6 +343,28 @@ def iso_cutoff(after: str) -> datetime:
     return datetime.fromisoformat(after)
 
 
+_LICENSE_ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def link_problem(link: str) -> str | None:
+    """What keeps `link` from being a dataset card's license_link (None: nothing): an http(s)
+    URL with a host, or a relative path that stays inside the dataset repository."""
+    if any(c.isspace() for c in link) or "\\" in link:
+        return "has a space or a backslash"
+    if "://" in link:
+        scheme = link.partition("://")[0]
+        if scheme.lower() not in ("http", "https"):
+            return f"the scheme {scheme}:// is not http(s)"
+        if not urlsplit(link).netloc:
+            return "a URL without a host"
+        return None
+    if ":" in link:
+        return "a ':' in a path (a URL starts http:// or https://)"
+    if link.startswith(("/", "~")) or ".." in link.split("/"):
+        return "a path outside the dataset repository"
+    return None
+
+
 class ExportConfig(Section):
     """The export stage (pipeline/export/)."""
 
@@ -354,12 +377,38 @@ class ExportConfig(Section):
     after: str = ""  # time: ISO date; a group with an item at or after it goes to test
     format: ExportFormat = "plain"  # plain | sft (adds prompt, completion: pipeline/template.py)
     license: str = Field(default="other", min_length=1)  # the dataset card's `license`
+    # license = "other" (the Hub lists no such license): the card's license_name, a short
+    # lowercase id ("" = unknown, and the card asks for one: mined code is under its
+    # repositories' own licenses) and license_link, an http(s) URL or a path in the dataset
+    # repository such as LICENSE ("" = none). Not written for any other license.
+    license_name: str = ""
+    license_link: str = ""
 
     @field_validator("ratios")
     @classmethod
     def _ratios(cls, v: list[float]) -> list[float]:
         if len(v) != 3 or not all(x >= 0 for x in v) or not abs(sum(v) - 1) <= 1e-6:
             raise ValueError(f"three shares (train, validation, test) >= 0 summing to 1, got {v}")
+        return v
+
+    @field_validator("license_name")
+    @classmethod
+    def _license_name(cls, v: str) -> str:
+        if v and not _LICENSE_ID_RE.fullmatch(v):
+            raise ValueError(
+                f"{v!r}: must be a short id of lowercase letters, digits, '.', '-' and '_' "
+                "(no spaces), e.g. my-license-1.0"
+            )
+        return v
+
+    @field_validator("license_link")
+    @classmethod
+    def _license_link(cls, v: str) -> str:
+        if v and (why := link_problem(v)):
+            raise ValueError(
+                f"{v!r}: {why}; give an http(s) URL or a path in the dataset repository "
+                "(LICENSE, licenses/code.md)"
+            )
         return v
 
     @model_validator(mode="after")

@@ -79,6 +79,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     split_of = assigned.select("id", pl.col("split").cast(pl.Enum(list(SPLITS))), "export_group")
     n_groups, component = assigned["export_group"].n_unique(), component_col(clusters)
     del assigned, clusters, shapes
+    # the exported columns: each described in schema.COLUMN_DOCS (the card's Fields table)
     schema = read_schema(src).append(pa.field("export_group", pa.int64()))
     if e.format == "sft":
         schema = schema.append(pa.field("prompt", pa.string()))
@@ -123,7 +124,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     files = {s: io.dir / f"{s}.parquet" for s in SPLITS}  # folders of parts
     io.write_tree("hf", lambda dest: save_hf(files, dest))
-    io.write_text("README.md", card(counts, extra, cfg, io.run))
+    io.write_text("README.md", card(counts, extra, cfg, io.run, schema))
     return counts, extra
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pipeline.runner import StageIO
 
 STAGE = "filter"
+# every column that reaches the export is described once in schema.COLUMN_DOCS (the card)
 _FLAGS = pa.field("flags", pa.list_(pa.string()), nullable=False)
 KEPT_SCHEMA = pa.schema([*ITEM_SCHEMA, _FLAGS])
 REJECTED_SCHEMA = pa.schema(

@@ -77,7 +77,8 @@ class ShapesResult:
 
     @property
     def annotations(self) -> pl.DataFrame:
-        """Per input row: the group columns annotate adds to kept."""
+        """Per input row: the group columns annotate adds to kept (described for the dataset
+        card in schema.SCOPED_COLUMN_DOCS and COLUMN_DOCS)."""
         cols = [pl.col("_row")]
         for scope in SHAPE_SCOPES:
             cols += [

@@ -181,6 +181,7 @@ def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -
 def _write_spread(src: Parts, order: np.ndarray, io: StageIO) -> None:
     """kept in batch_order, the input streamed once: rows go to temp files by position
     bucket, then each bucket is sorted in memory and written (memory: one bucket)."""
+    # described for the dataset card in schema.COLUMN_DOCS
     schema = src.schema_arrow.append(pa.field("batch_order", pa.int64()))
     buckets = max(1, -(-len(order) // SPREAD_BUCKET))
     paths = [io.dir / f".spread{b}.{os.getpid()}.tmp" for b in range(buckets)]
