@@ -1,12 +1,83 @@
-"""Whether a stage's numba kernels are compiled yet: the first run after an install compiles
-them (about a minute for dedup and shapes together), later runs load them from numba's cache.
-The runner says so in one line before such a stage, so a first run never looks hung."""
+"""Where the project's numba kernels are cached, and whether a stage's are compiled yet.
+
+Compiling dedup's and shapes' kernels takes about a minute. numba's own cache sits beside each
+source file (or under a folder named by its absolute path), so every fresh clone or install
+compiled again. The project's kernels are cached instead under one user folder, by source
+*content*: KernelCache keys a module's cache by a digest of every Python file of its package
+folder (a kernel inlines helpers and bakes in constants from its siblings, as shapes/scan.py
+does from shapes/normalise.py, so an edit to a sibling must recompile it), so any copy of the
+same code on the machine loads what another compiled, and changed code never loads a stale
+kernel. numba keeps one entry per signature and CPU in that folder.
+
+Folder: $EDITCURATE_CACHE_DIR, else $XDG_CACHE_HOME/editcurate/numba, else
+~/.cache/editcurate/numba. Where NUMBA_CACHE_DIR is set numba's own choice stands, and where
+the folder cannot be written numba falls back to its own. Kernel modules call
+use_kernel_cache() before their first `njit(cache=True)`, which is when numba picks a locator.
+
+What is still to compile the runner says in one line before the stage (uncached_kernels), so a
+first run never looks hung.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+PACKAGE = "pipeline"
+
+
+def cache_root() -> Path:
+    if d := os.environ.get("EDITCURATE_CACHE_DIR"):
+        return Path(d)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "editcurate" / "numba"
+
+
+@cache
+def package_digest(folder: str) -> str:
+    """sha256 over the names and bytes of the folder's Python files (not recursive)."""
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
+
+
+@cache
+def use_kernel_cache() -> type:
+    """Puts KernelCache first among numba's cache locators (once) and returns it. Kernel modules
+    call it before their first `njit(cache=True)`; numba is imported here, not at the import of
+    this module, which the runner imports for every stage."""
+    from numba.core import caching, config
+
+    class KernelCache(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+        """numba's cache of a project kernel: <cache_root>/<module>-<package digest>/."""
+
+        def __init__(self, py_func: Any, py_file: str) -> None:
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._digest = package_digest(str(Path(py_file).resolve().parent))
+            name = py_func.__module__.removeprefix(PACKAGE + ".")
+            self._cache_path = str(cache_root() / f"{name}-{self._digest}")
+
+        def get_cache_path(self) -> str:
+            return self._cache_path
+
+        def get_source_stamp(self) -> str:  # the folder's content, not the file's mtime
+            return self._digest
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if config.CACHE_DIR or not str(py_func.__module__).startswith(PACKAGE + "."):  # type: ignore[attr-defined]
+                return None
+            return super().from_function(py_func, py_file)
+
+    caching.CacheImpl._locator_classes.insert(0, KernelCache)
+    return KernelCache
 
 
 def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -208,7 +208,8 @@ def _say_compiling(stage: Stage) -> None:
         console.print(
             Text(
                 f"{stage.name}: compiling its numba kernels on first use (up to a minute, "
-                "once: they are cached for later runs)",
+                "once per version of the code: every later run and install of it loads them "
+                "from the kernel cache, see docs/DESIGN.md)",
                 style="dim",
             )
         )

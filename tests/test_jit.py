@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
+
+import pytest
 
 from pipeline.jit import uncached_kernels
 
@@ -23,3 +26,50 @@ def test_kernels_are_uncached_until_first_called(tmp_path, monkeypatch):
         assert uncached_kernels(["not_imported_anywhere"]) == ([], [])
     finally:
         sys.modules.pop("jitmod_under_test", None)
+
+
+KERNEL = """\
+import importlib.util
+import pathlib
+
+from numba import njit
+
+from pipeline.jit import use_kernel_cache
+
+use_kernel_cache()
+_spec = importlib.util.spec_from_file_location("c", pathlib.Path(__file__).parent / "consts.py")
+_consts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_consts)
+STEP = _consts.STEP  # a sibling's constant, baked into the kernel
+
+
+@njit(cache=True)
+def inc(x):
+    return x + STEP
+"""
+NAME = "pipeline._jit_kernel_under_test"
+
+
+def test_a_fresh_copy_of_the_same_code_loads_the_kernels_another_compiled(tmp_path, monkeypatch):
+    """The kernel cache is keyed by content, not by folder: a second clone or install of the
+    same code loads the compiled kernels; a sibling's edit (a constant it reads) compiles anew."""
+    from numba.core import config
+
+    if config.CACHE_DIR:
+        pytest.skip("NUMBA_CACHE_DIR is set: numba's own cache location stands")
+    monkeypatch.setenv("EDITCURATE_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        for clone, step, cold in (("a", 1, True), ("b", 1, False), ("c", 2, True)):
+            (tmp_path / clone).mkdir()
+            (tmp_path / clone / "kern.py").write_text(KERNEL)
+            (tmp_path / clone / "consts.py").write_text(f"STEP = {step}\n")
+            spec = importlib.util.spec_from_file_location(NAME, tmp_path / clone / "kern.py")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[NAME] = mod
+            spec.loader.exec_module(mod)
+            assert uncached_kernels([NAME])[0] == ([f"{NAME}.inc"] if cold else []), clone
+            assert mod.inc(1) == 1 + step
+            assert uncached_kernels([NAME])[0] == []
+        assert len(list((tmp_path / "cache").iterdir())) == 2  # a and b share one
+    finally:
+        sys.modules.pop(NAME, None)

@@ -19,6 +19,10 @@ import numba as nb
 import numpy as np
 import polars as pl
 
+from pipeline.jit import use_kernel_cache
+
+use_kernel_cache()  # before the first njit(cache=True) below
+
 # Keys a keeper rank may use; "-key" sorts descending (largest first). Nulls always sort last.
 RANK_KEYS = {
     "comment_len": lambda: pl.col("comment").str.len_chars(),

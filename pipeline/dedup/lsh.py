@@ -24,6 +24,9 @@ import numpy as np
 
 from pipeline.arrays import sorted_unique
 from pipeline.executors import in_order
+from pipeline.jit import use_kernel_cache
+
+use_kernel_cache()  # before the first njit(cache=True) below
 
 SCAN_MARGIN = 0.1  # a big bucket's pairs are verified from estimated J >= threshold - this
 MOVES = 16  # see sorted_keys

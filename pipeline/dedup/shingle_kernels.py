@@ -13,6 +13,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from pipeline.jit import use_kernel_cache
+
+use_kernel_cache()  # before the first njit(cache=True) below
+
 # Every function a cached kernel here calls is here too: numba's cache sees changes to the
 # kernel's own file only.
 EMPTY = np.uint32(0xFFFFFFFF)  # the signature slot of an item without shingles

@@ -26,6 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.dedup.minhash import permutations, signatures
+from pipeline.jit import use_kernel_cache
+
+use_kernel_cache()  # before the first njit(cache=True) below
 
 
 def _malloc_trim() -> Any:

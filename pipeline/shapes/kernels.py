@@ -16,6 +16,10 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
+from pipeline.jit import use_kernel_cache
+
+use_kernel_cache()  # before the first njit(cache=True) below
+
 # ------------------------------------------------------------------------ Arrow buffers
 
 

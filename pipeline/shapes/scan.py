@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from pipeline.jit import use_kernel_cache
 from pipeline.shapes.normalise import CMP_OPS, HEX, IDENT_WORDS, NUM, SAFE_WORDS
 
 _TOK_N = np.frombuffer(NUM.encode(), np.uint8).copy()  # 7 UTF-8 bytes each
@@ -36,6 +37,8 @@ _VOCAB = (
     *_words(IDENT_WORDS),
     *_words(("build", "incompatible")),
 )
+
+use_kernel_cache()  # before the first njit(cache=True) below
 
 
 # Byte classes, ASCII: \s (\t \n \v \f \r, space), digit, \w, hex digit; ODD: not ASCII text
