@@ -42,7 +42,7 @@ GROUPS = {"bump": BUMPS, **{f"solo{k}": [f"s{k:02d}"] for k in range(37)}}
 
 def test_nothing_to_do_when_no_batch_holds_two_of_one_group():
     r = recommend(sampling({}, {}, 40), shapes(GROUPS), {}, window=16)
-    assert r["policy"] == "no shape dedup" and r["settings"] == []
+    assert r["policy"] == "no shape dedup" and r["settings"] == ["shapes.policy=annotate"]
     assert r["considered"][0]["verdict"] == "no batch holds two items of one group"
 
 
@@ -51,7 +51,7 @@ def test_spread_before_cap_when_it_can_be_spread_even_if_not_run():
     feasibility (largest group <= windows) and the user is told to rerun shapes."""
     samp = sampling({"no shape dedup": 2, "spread": None}, {"cap k=1": 38, "cap k=2": 39}, 40)
     r = recommend(samp, shapes(GROUPS), {}, window=16)
-    assert r["policy"] == "spread"
+    assert r["policy"] == "spread" and not r["verified"]
     assert r["settings"] == ["shapes.policy=spread", "shapes.scope=repo", "shapes.window=16"]
     assert "not run: rerun shapes" in r["considered"][1]["verdict"]
     assert r["share"] == 100.0 and r["language_kept"] == {"rust": 100.0}
@@ -83,7 +83,7 @@ def test_a_non_finite_pair_of_one_group_rules_out_doing_nothing():
     seeded order, the pair must be kept apart: spread (which ran, no twins) does it."""
     smoke = {"culprits": [{"ids": ["b1", "b2"], "found_by": "window", "table": []}]}
     r = recommend(sampling({}, {}, 40), shapes(GROUPS), smoke, window=16)
-    assert r["policy"] == "spread"
+    assert r["policy"] == "spread" and r["verified"]
     assert "could still meet in a batch" in r["considered"][0]["verdict"]
     (c,) = r["culprit_sets"]
     assert c["groups"] == ["bump"] and "no shape dedup" not in c["kept_apart_by"]

@@ -30,8 +30,8 @@ def _cap(k: int) -> str:
 
 
 def _settings(policy: str, scope: str, window: int) -> list[str]:
-    if policy == NO_CHANGE:
-        return []
+    if policy == NO_CHANGE:  # annotate: the groups are columns, every item kept in order
+        return ["shapes.policy=annotate"]
     if policy == SPREAD:
         return ["shapes.policy=spread", f"shapes.scope={scope}", f"shapes.window={window}"]
     k = policy.removeprefix("cap k=")
@@ -132,6 +132,8 @@ def recommend(
         "scope": scope,
         "batch": samp["batch"],
         "policy": chosen,
+        # False: spread was judged feasible, not run; the shapes stage must run it to confirm
+        "verified": next(c["twins"] for c in considered if c["policy"] == chosen) is not None,
         "settings": _settings(chosen, scope, window),
         "reason": _reason(chosen, considered, culprit_sets, row),
         "considered": considered,
