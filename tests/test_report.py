@@ -527,3 +527,28 @@ def test_report_in_a_real_browser_has_no_error_no_request_and_every_anchor(run, 
     assert rec.startswith("Train with ")
     assert why >= 20
     assert "% of kept" in flags and "prose_file" in flags
+
+
+def test_count_axes_read_whole_numbers(tmp_path, monkeypatch):
+    """A count is whole: no 0.5 tick on a linear axis, no 4 x 10^0 on a log one."""
+    from pipeline.report import plots
+
+    seen = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: seen.append(fig) or path.name)
+    plots.hist([2, 2, 2, 3], tmp_path / "a.png", "t", "x", bins=[1.5, 2.5, 3.5], integer_x=True)
+    plots.hist(
+        [2] * 5 + [3], tmp_path / "b.png", "t", "x", [1.5, 2.5, 3.5], log_y=True, integer_x=True
+    )
+    plots.bars(["a", "b"], [1, 2], tmp_path / "c.png", "t", "items")
+    for fig in seen:
+        fig.canvas.draw()
+        for axis in (fig.axes[0].xaxis, fig.axes[0].yaxis):
+            labels = [t.get_text() for t in axis.get_ticklabels(which="both") if t.get_text()]
+            numbers = [
+                x for x in labels if x.replace("−", "-").lstrip("-").replace(".", "").isdigit()
+            ]
+            assert all(float(x.replace("−", "-")).is_integer() for x in numbers), labels
+            assert not any("10^" in x or "times" in x for x in labels), labels
+    assert [
+        t.get_text() for t in seen[1].axes[0].yaxis.get_ticklabels(which="both") if t.get_text()
+    ]

@@ -53,7 +53,7 @@ def test_spread_before_cap_when_it_can_be_spread_even_if_not_run():
     r = recommend(samp, shapes(GROUPS), {}, window=16)
     assert r["policy"] == "spread" and not r["verified"]
     assert r["settings"] == ["shapes.policy=spread", "shapes.scope=repo", "shapes.window=16"]
-    assert "not run: rerun shapes" in r["considered"][1]["verdict"]
+    assert r["considered"][1]["verdict"].startswith("not run (largest group 3 items, 3 windows")
     assert r["share"] == 100.0 and r["language_kept"] == {"rust": 100.0}
 
 

@@ -9,7 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from pipeline.runs import atomic_path  # noqa: E402
 
@@ -24,6 +24,12 @@ def _save(fig, path: Path) -> str:
         fig.savefig(tmp, dpi=DPI, format="png")
     plt.close(fig)
     return path.name
+
+
+def _whole(v: float, leading: str = "") -> str:
+    """A log axis tick as a whole number ("" below 1, or unless it starts with `leading`)."""
+    text = f"{v:.0f}"
+    return text if v >= 1 and v == round(v) and (not leading or text[0] in leading) else ""
 
 
 def hist(
@@ -43,8 +49,10 @@ def hist(
     ax.hist(list(values), bins=bins, color="#4c72b0", edgecolor="white")
     if vline is not None:
         ax.axvline(vline, color="#c44e52", ls="--", lw=1.2)
-    if log_y:
+    if log_y:  # counts on a log axis: whole numbers as written, never 4 x 10^0
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _whole(v)))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: _whole(v, "25")))
     else:  # a count is whole: no 0.5 tick
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if integer_x:

@@ -90,10 +90,8 @@ def recommend(
         apart = all(_kept_apart(name, ids, group, rank) for ids in must)
         if name == SPREAD and twins is None:
             ok = largest <= windows and apart
-            verdict = (
-                f"not run: rerun shapes with these settings and read this section again "
-                f"(largest group {largest} items, {windows} windows of {window}: "
-                + ("it can be spread)" if largest <= windows else "it cannot be spread)")
+            verdict = f"not run (largest group {largest} items, {windows} windows of {window}: " + (
+                "it can be spread)" if largest <= windows else "it cannot be spread)"
             )
         else:
             ok = twins == 0 and apart
