@@ -95,6 +95,54 @@ def test_a_source_with_its_own_column_names_gets_the_set_line_that_maps_them(tmp
     assert pl.read_parquet(tmp_path / "r" / "ingest" / "items.parquet").height == 5
 
 
+def test_a_semicolon_csv_gets_the_delimiter_and_the_field_lines(tmp_path, cli):
+    src = tmp_path / "x.csv"
+    src.write_text(
+        "repo;pr;code_before;code_after;review_comment\n"
+        + "".join(f"a/b;{k};x = {k};y = {k};rename x\n" for k in range(4))
+    )
+    res = cli("run", src, "--out", tmp_path / "r", ok=False)
+    line = " ".join(res.output.split()).rsplit("error: ", 1)[-1]
+    assert res.exit_code == 2 and "fields seen: repo, pr, code_before, code_after" in line
+    fixes = [
+        '--set ingest.sources.0.csv_delimiter=";"',
+        "--set ingest.sources.0.fields.before=code_before",
+        "--set ingest.sources.0.fields.after=code_after",
+    ]
+    assert all(f in line for f in fixes), line
+    sets = [x for f in fixes for x in f.split(" ", 1)]
+    cli("run", src, "--out", tmp_path / "r", *sets, "--until", "ingest")  # works as given
+    assert pl.read_parquet(tmp_path / "r" / "ingest" / "items.parquet").height == 4
+
+
+def test_a_github_rest_dump_read_as_a_table_is_told_to_read_it_as_github(tmp_path, cli):
+    import json
+
+    comment = {
+        "path": "app.py",
+        "diff_hunk": "@@ -1,2 +1,2 @@\n def f():\n-    return x",
+        "body": "```suggestion\n    return x + 1\n```",
+        "user": {"login": "alice"},
+        "line": 2,
+        "commit_id": "abc1234",
+        "pull_request_url": "https://api.github.com/repos/o/r/pulls/7",
+    }
+    src = tmp_path / "comments.json"
+    src.write_text(json.dumps(comment) + "\n")
+    res = cli("run", src, "--out", tmp_path / "r", ok=False)
+    line = " ".join(res.output.split()).rsplit("error: ", 1)[-1]
+    assert res.exit_code == 2 and "they are GitHub review comments" in line
+    assert line.endswith('--set ingest.sources.0.kind="github"'), line
+
+
+def test_an_empty_file_is_named_empty_not_a_failed_record(tmp_path, cli):
+    src = tmp_path / "x.jsonl"
+    src.write_text("")
+    res = cli("run", src, "--out", tmp_path / "r", ok=False)
+    line = " ".join(res.output.split()).rsplit("error: ", 1)[-1]
+    assert res.exit_code == 1 and "source 'x.jsonl': empty_source 1" in line, line
+
+
 def test_json_lists_the_stages_in_pipeline_order(tmp_path, cli):
     import json
 

@@ -13,6 +13,7 @@ outputs (items_out 0), and the CLI then exits 1: the data failed.
 
 from __future__ import annotations
 
+import json
 from contextlib import ExitStack, closing
 from difflib import get_close_matches
 from pathlib import Path
@@ -159,6 +160,23 @@ LIKELY = {
 }
 
 
+# The keys of a GitHub REST review comment: a dump read as a table is one of these
+GITHUB_KEYS = {"diff_hunk", "body", "path"}
+DELIMITERS = (";", "\t", "|")
+
+
+def _other_delimiter(keys: list[str]) -> tuple[str, list[str]] | None:
+    """(delimiter, the columns it gives) where the header came out as one column that another
+    delimiter splits into several (a `;`-separated CSV read with `,`)."""
+    if len(keys) != 1:
+        return None
+    for d in DELIMITERS:
+        parts = [k.strip() for k in keys[0].split(d)]
+        if len(parts) > 1 and all(parts):
+            return d, parts
+    return None
+
+
 def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int) -> str | None:
     """Where none of a source's records gave an item because a required field has another
     name in it: a warning naming the fields, the fields the records had, and the --set lines
@@ -177,16 +195,28 @@ def _required_fields(tally: shards.Tally, spec: SourceConfig, i: int) -> str | N
         return None
     fixes = []
     lower = {k.lower(): k for k in keys}
-    for f in missing:
+    split = _other_delimiter(keys) if spec.kind == "table" else None
+    if split is not None:  # one column named "id;repo;before;...": another delimiter
+        delim, keys = split
+        fixes.append(f"--set ingest.sources.{i}.csv_delimiter={json.dumps(delim)}")
+        lower = {k.lower(): k for k in keys}
+        missing = [f for f in missing if input_field(spec, f) not in keys]
+    github = spec.kind == "table" and GITHUB_KEYS <= {k.lower() for k in keys}
+    if github:  # a REST dump of review comments: their suggestion blocks are the edits
+        fixes.append(f'--set ingest.sources.{i}.kind="github"')
+    for f in missing if not github else ():
         like = [k for k in keys if f in k.lower()]
         like += [lower[w] for w in LIKELY.get(f, ()) if w in lower]
         like += get_close_matches(f, keys, 1, 0.5)
         fixes.append(f"--set ingest.sources.{i}.fields.{f}={like[0] if like else '<field>'}")
     seen = ", ".join(shown(k) for k in keys[:20]) + (", ..." if len(keys) > 20 else "")
-    return (
-        f"{UNMAPPED_REQUIRED}{'s' if len(missing) > 1 else ''} {', '.join(missing)} (fields "
-        f"seen: {seen}); map {'them' if len(fixes) > 1 else 'it'}: "
-        + " ".join(shown(x) for x in fixes)
+    head = f"{UNMAPPED_REQUIRED}{'s' if len(missing) > 1 else ''} {', '.join(missing)} (fields "
+    if github:
+        return f"{head}seen: {seen}): they are GitHub review comments; read them as such: " + shown(
+            fixes[0]
+        )
+    return f"{head}seen: {seen}); map {'them' if len(fixes) > 1 else 'it'}: " + " ".join(
+        shown(x) for x in fixes
     )
 
 
@@ -227,10 +257,21 @@ def check(m: dict[str, Any]) -> None:
         for w in s.get("warnings", []):
             if isinstance(w, str) and w.startswith(UNMAPPED_REQUIRED):
                 raise IngestFailed(f"source {name!r}: {w}")
+    why = "; ".join(  # what each source's records said: empty_source, missing field ...
+        f"source {name!r}: "
+        + ", ".join(f"{r} {k}" for r, k in sorted(s.get("reasons", {}).items(), key=_most))
+        for name, s in sorted(sources.items())
+        if s.get("reasons")
+    )
     raise DataError(
         f"ingest: every one of {n} records failed or was skipped ({c.get('errors_out', 0)} "
-        f"errors, {c.get('skipped_out', 0)} skipped); see ingest/errors.parquet"
+        f"errors, {c.get('skipped_out', 0)} skipped{': ' + why if why else ''}); see "
+        "ingest/errors.parquet"
     )
+
+
+def _most(reason: tuple[str, int]) -> tuple[int, str]:
+    return -reason[1], reason[0]
 
 
 def _source_counts(spec: SourceConfig, b: Any, warnings: list[str]) -> dict[str, Any]:
