@@ -25,8 +25,16 @@ NO_CHANGE = "no shape dedup"
 SPREAD = "spread"
 
 
+CAP = "cap k="  # the sampling table's name of a cap: "cap k=2"
+
+
 def _cap(k: int) -> str:
-    return f"cap k={k}"
+    return f"{CAP}{k}"
+
+
+def _cap_k(policy: str) -> int | None:
+    """k of a cap policy's name; None for any other policy."""
+    return int(policy.removeprefix(CAP)) if policy.startswith(CAP) else None
 
 
 def _settings(policy: str, scope: str, window: int) -> list[str]:
@@ -34,7 +42,7 @@ def _settings(policy: str, scope: str, window: int) -> list[str]:
         return ["shapes.policy=annotate"]
     if policy == SPREAD:
         return ["shapes.policy=spread", f"shapes.scope={scope}", f"shapes.window={window}"]
-    k = policy.removeprefix("cap k=")
+    k = _cap_k(policy)
     return [
         "shapes.policy=cap",
         f"shapes.scope={scope}",
@@ -45,13 +53,11 @@ def _settings(policy: str, scope: str, window: int) -> list[str]:
 
 def _kept_apart(policy: str, ids: list[str], group: dict[str, str], rank: dict[str, int]) -> bool:
     """Whether `policy` can never batch every item of the non-finite set `ids` together."""
-    if len(ids) < 2:
-        return policy.startswith("cap") and any(rank.get(i, 0) >= int(policy[6:]) for i in ids)
-    if policy.startswith("cap"):
-        return any(rank.get(i, 0) >= int(policy[6:]) for i in ids)
-    if policy == SPREAD:
-        return len({group.get(i, i) for i in ids}) == 1
-    return False
+    k = _cap_k(policy)
+    if k is not None:  # a cap drops one of them
+        return any(rank.get(i, 0) >= k for i in ids)
+    # spread parts the items of one group; one item alone fails in any batch
+    return policy == SPREAD and len(ids) > 1 and len({group.get(i, i) for i in ids}) == 1
 
 
 def recommend(
