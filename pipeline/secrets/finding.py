@@ -1,19 +1,22 @@
 """Finding secrets in text: the rule set in the order findings are named, the prefilters run
 vectorised over a column (`flagged`), `find` (the secrets the masking rules find, leftmost,
 without overlaps) and `suspects` (WEAK findings, never masked), and `suspect_column`, the
-filter's `weak_secret` findings for a whole batch."""
+filter's `weak_secret` findings for a whole batch. Every regex here runs on RE2
+(pipeline.linear): linear in the text."""
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from functools import lru_cache
 
 import polars as pl
 
+from pipeline import linear
+from pipeline.linear import Match, Regex
 from pipeline.secrets.detectors import detect_secrets_rules
 from pipeline.secrets.places import CONTENT_FIELDS, SAMPLE_PATH, Comments, code_path, sample_path
 from pipeline.secrets.rules import (
+    NEXT,
     SAMPLE,
     WEAK,
     Rule,
@@ -51,9 +54,14 @@ def sample_rules() -> frozenset[int]:
 
 
 @lru_cache(maxsize=1)
-def _prefilter() -> re.Pattern[str]:
-    """One Python regex matching wherever any rule might."""
-    return re.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
+def _prefilter() -> Regex:
+    """One regex matching wherever any rule might."""
+    return linear.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
+
+
+@lru_cache(maxsize=256)
+def _rule_prefilter(prefilter: str) -> Regex:
+    return linear.compile(prefilter)
 
 
 @lru_cache(maxsize=2)
@@ -61,8 +69,9 @@ def _rust_prefilters(weak: bool = False) -> tuple[str, ...]:
     return tuple(rust_superset(r.prefilter) for r in (weak_rules() if weak else rules()))
 
 
-# Backslashes before a quote: `\"` in a JSON line's raw text, in a string in code.
-_ESCAPED_QUOTE = re.compile(r"""\\+(?=["'])""")
+# Backslashes before a quote: `\"` in a JSON line's raw text, in a string in code (the quote
+# is taken too: RE2 has no look-ahead, and a look-ahead after a run was quadratic in Python).
+_ESCAPED_QUOTE = linear.compile(r"""\\+["']""")
 _RUST_ESCAPED_QUOTE = r"""\\+(["'])"""
 
 
@@ -89,10 +98,28 @@ def flagged(col: pl.Series, weak: bool = False) -> dict[int, list[int]]:
 
 # ------------------------------------------------------------------------ finding
 
-_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
+_TOKEN_RUN = linear.compile(r"[A-Za-z0-9_-]+")
 
 
-def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
+class _Tokens:
+    """Where each run of token characters of a text ends, found once (a whole-token rule runs
+    each of its matches on to its run's end: one scan, not one per match)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.runs: tuple[list[int], list[int]] | None = None
+
+    def end(self, at: int) -> int:
+        """The end of the token run at `at` (`at` itself where none is there)."""
+        if self.runs is None:
+            spans = [m.span() for m in _TOKEN_RUN.finditer(self.text)]
+            self.runs = [s for s, _ in spans], [e for _, e in spans]
+        starts, ends = self.runs
+        k = bisect_right(starts, at) - 1
+        return ends[k] if k >= 0 and ends[k] > at else at
+
+
+def _span(r: Rule, m: Match, tokens: _Tokens) -> tuple[int, int]:
     if r.group == "quoted_or_bare":
         g = "quoted" if m.group("quoted") is not None else "bare"
         return m.span(g)
@@ -104,15 +131,19 @@ def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
         s, e = (s, e) if s >= 0 and e - s >= 8 else m.span(0)
     else:
         s, e = m.span(r.group)
-    if r.whole_token and e == m.end():  # a pattern of fixed length stops inside a longer token
-        e = _TOKEN_TAIL.match(m.string, e).end()  # type: ignore[union-attr]
+    end = m.end()
+    if r.ahead and m.group(NEXT) is not None:  # the character after the match, not the secret
+        end = m.start(NEXT)
+        e = min(e, end)
+    if r.whole_token and e == end:  # a pattern of fixed length stops inside a longer token
+        e = tokens.end(e)
     return s, e
 
 
 def _quotes(r: Rule) -> bool:
     """Whether the rule's pattern has a quote in it: only such rules can find more once quotes
     are unescaped."""
-    return re.search("[\"']", r.pattern.pattern) is not None
+    return '"' in r.pattern.pattern or "'" in r.pattern.pattern
 
 
 Finding = tuple[int, int, int, str]  # start, -end, rule index, name (a WEAK rule: the reason)
@@ -132,15 +163,16 @@ def _found(
     if only is None and rule_set is None and not _prefilter().search(text):
         return []
     found = []
+    tokens = _Tokens(text)
     for k in range(len(rs)) if only is None else only:
         r = rs[k]
         if k in skip or (quoting and not _quotes(r)):
             continue
-        if only is None and not re.search(r.prefilter, text):
+        if only is None and not _rule_prefilter(r.prefilter).search(text):
             continue
         for m in r.pattern.finditer(text):
             if r.check is None or r.check(m):
-                s, e = _span(r, m)
+                s, e = _span(r, m, tokens)
                 if e > s:
                     name = r.name
                     if r.tier == WEAK:
@@ -161,11 +193,12 @@ def _unescaped(text: str) -> tuple[str, list[int], list[int]] | None:
     of each quote that lost some, and how many were taken out up to it (None: none were)."""
     at_view, removed, parts, at, n = [], [], [], 0, 0
     for m in _ESCAPED_QUOTE.finditer(text):
+        quote = m.end() - 1
         parts.append(text[at : m.start()])
-        n += m.end() - m.start()
-        at_view.append(m.end() - n)
+        n += quote - m.start()
+        at_view.append(quote - n)
         removed.append(n)
-        at = m.end()
+        at = quote
     if not at_view:
         return None
     parts.append(text[at:])
