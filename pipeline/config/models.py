@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from pipeline import linear
 from pipeline.config.vocab import (
     ITEM_FIELDS,
     RANK_KEY_NAMES,
@@ -36,7 +37,7 @@ from pipeline.config.vocab import (
     SplitBy,
 )
 from pipeline.errors import UsageError
-from pipeline.ingest.base import DEFAULT_BOT_PATTERNS
+from pipeline.ingest.base import DEFAULT_BOT_PATTERNS, bot_regex
 
 
 class ConfigError(UsageError, ValueError):
@@ -193,11 +194,15 @@ class IngestConfig(Section):
     @field_validator("bot_patterns")
     @classmethod
     def _patterns(cls, v: list[str]) -> list[str]:
+        # matched on RE2 (linear in the name): a pattern only Python's backtracking `re` runs
+        # (look-around, backreference) is refused here, never run there
         for i, p in enumerate(v):
-            try:
-                re.compile(p)
-            except re.error as e:
-                raise FieldProblem(str(i), f"{p!r} is not a regular expression: {e}") from None
+            why = linear.problem(p, re.I)
+            if why:
+                raise FieldProblem(str(i), f"{p!r} is not a regular expression RE2 runs: {why}")
+        why = linear.problem(bot_regex(v), re.I) if v else None
+        if why:
+            raise ValueError(f"the patterns together cannot run on RE2: {why}")
         return v
 
     @model_validator(mode="after")
