@@ -45,8 +45,10 @@ class LinearError(ValueError):
 # Python's classes, which are Unicode's (RE2's are ASCII's): `\s` is str.isspace (ASCII's, the
 # separators \x1c-\x1f, NEL, Unicode's spaces: a `password\x1f= "..."` must not go unseen),
 # `\w` letters, numbers and _ (`élib/x.js` is a path), `\d` decimal digits. Inside a class the
-# negated ones (\S \W \D) stay RE2's.
+# negated ones (\S \W \D) stay RE2's, but for `[^\W...]` (a word character but ...): _NOT_W.
 _CLASSES = {"s": r"\t-\r\x1c-\x20\x85\p{Z}", "w": r"\p{L}\p{N}_", "d": r"\p{Nd}"}
+# [^\W<rest>]: a letter, a number or _, none of <rest> (RE2 classes cannot subtract)
+_NOT_W = r"(?:[^\P{{L}}{0}]|[^\P{{N}}{0}]|[^\x00-\x5e\x60-\x{{10ffff}}{0}])"
 _REPEAT = re.compile(r"\{(\d*)(,?)(\d*)\}")
 MAX_REPEAT = 1000  # RE2's largest repeat count
 
@@ -78,6 +80,13 @@ def translated(pattern: str) -> str:
             out.append(c)
             i += 1
             continue
+        if pattern.startswith("[^\\W", i):
+            end = _class_end(pattern, i)
+            rest = translated("[" + pattern[i + 4 : end] + "]")[1:-1]  # the class but \W
+            atom = len(out)
+            out.append(_NOT_W.format(rest))
+            i = end + 1
+            continue
         if c == "[":
             in_class, atom = True, len(out)
             out.append(c)
@@ -90,8 +99,8 @@ def translated(pattern: str) -> str:
         m = _REPEAT.match(pattern, i) if c == "{" else None
         if m and atom >= 0 and m.group(3) and int(m.group(3)) > MAX_REPEAT >= int(m.group(1) or 0):
             unit = "".join(out[atom:])
-            rest = int(m.group(3)) - MAX_REPEAT
-            out.append(f"{{{m.group(1) or 0},{MAX_REPEAT}}}{unit}{{0,{rest}}}")
+            more = int(m.group(3)) - MAX_REPEAT
+            out.append(f"{{{m.group(1) or 0},{MAX_REPEAT}}}{unit}{{0,{more}}}")
             i, atom = m.end(), -1
             continue
         atom = len(out) if c not in "()|*+?{}^$" else -1
@@ -109,6 +118,7 @@ try:
 except AttributeError:  # pragma: no cover - another google-re2 layout
     _DIRECT = False
 _SEARCH, _MATCH, _FULL = 0, 1, 2
+_TEMPLATE_GROUP = re.compile(r"\\g<(\w+)>")  # in a replacement template (code's, not data's)
 _NO_SPAN = (-1, -1)
 
 
@@ -187,6 +197,20 @@ class Regex:
             out.append(got[0] if len(got) == 1 else tuple(got))
         return out
 
+    def sub(self, template: str, text: str) -> str:
+        """As re's, for a template whose only escapes are groups: `\\g<1>`, `\\g<name>`."""
+        pieces = _TEMPLATE_GROUP.split(template)
+        if any("\\" in x for x in pieces[::2]):
+            raise ValueError(f"template {template!r}: only \\g<group> escapes are supported")
+        out, at = [], 0
+        for m in self.finditer(text):
+            out.append(text[at : m.start()])
+            for k, x in enumerate(pieces):
+                g = (int(x) if x.isdigit() else x) if k % 2 else None
+                out.append(x if g is None else m.group(g) or "")
+            at = m.end()
+        return "".join([*out, text[at:]])
+
     def split(self, text: str) -> list[str]:
         """As re's, for a pattern without groups."""
         out, at = [], 0
@@ -194,6 +218,15 @@ class Regex:
             out.append(text[at : m.start()])
             at = m.end()
         return [*out, text[at:]]
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """Where the class opened at pattern[i] closes (its `]`)."""
+    j = i + 1 + (pattern[i + 1 : i + 2] == "^")
+    j += pattern[j : j + 1] == "]"  # a ] right after the opening bracket is a literal
+    while j < len(pattern) and pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j
 
 
 def compile(pattern: str, flags: int = 0) -> Regex:
@@ -214,7 +247,7 @@ def _reason(e: Exception) -> str:
     msg = msg.decode("utf-8", "replace") if isinstance(msg, bytes) else str(msg)
     for head, what in _WHY:
         if msg.startswith(head):
-            return f"{what} is not supported by RE2, the linear-time engine data is matched with"
+            return f"{what} is not supported (RE2 matches in linear time, without backtracking)"
     return msg
 
 
