@@ -120,6 +120,9 @@ except AttributeError:  # pragma: no cover - another google-re2 layout
 _SEARCH, _MATCH, _FULL = 0, 1, 2
 _TEMPLATE_GROUP = re.compile(r"\\g<(\w+)>")  # in a replacement template (code's, not data's)
 _NO_SPAN = (-1, -1)
+# UTF-8 has no lone surrogate, and RE2 reads UTF-8: each is matched as U+FFFD (neither is a
+# word character or a space; `.` and negated classes take both)
+_SURROGATES = dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
 
 
 class Match:
@@ -171,7 +174,12 @@ class Regex:
                 yield Match(spans, text, self)
                 at = spans[0][1] + (spans[0][1] == at)  # past an empty match
             return
-        found = (self._rx.finditer, self._rx.match, self._rx.fullmatch)[how](text, pos)
+        view = text
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (bytes read with surrogateescape)
+            view = text.translate(_SURROGATES)  # the same length: offsets hold
+        found = (self._rx.finditer, self._rx.match, self._rx.fullmatch)[how](view, pos)
         for m in [found] if how else found:
             if m is None:
                 return
@@ -231,6 +239,8 @@ def _class_end(pattern: str, i: int) -> int:
 
 def compile(pattern: str, flags: int = 0) -> Regex:
     """The pattern compiled by RE2 (flags: re.I, re.S, re.M); LinearError if RE2 cannot."""
+    if flags & re.X and not any(c.isspace() or c == "#" for c in pattern):
+        flags &= ~re.X  # verbose mode changes nothing without spaces or comments
     unknown = flags & ~(re.I | re.S | re.M)
     if unknown:
         raise LinearError(f"flags {unknown:#x} have no RE2 equivalent")
