@@ -190,6 +190,11 @@ class IngestConfig(Section):
     # bigger JSON-lines files / Parquet tables are read in pieces this big (ingest/shards.py)
     shard_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     bot_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
+    # the secret-scan work one item may take (pipeline.secrets.finding's Budget: characters
+    # scanned per rule, 4,096 a match; counted, not timed): an item over it makes its record
+    # an error record. 1e9 is about 3 s at worst (a text dense with matches: 1-3 ns a unit),
+    # far more than any real record needs
+    record_scan_budget: int = Field(default=1_000_000_000, ge=1)
 
     @field_validator("bot_patterns")
     @classmethod

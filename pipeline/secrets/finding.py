@@ -2,7 +2,12 @@
 vectorised over a column (`flagged`), `find` (the secrets the masking rules find, leftmost,
 without overlaps) and `suspects` (WEAK findings, never masked), and `suspect_column`, the
 filter's `weak_secret` findings for a whole batch. Every regex here runs on RE2
-(pipeline.linear): linear in the text."""
+(pipeline.linear): linear in the text.
+
+A scan may be given a Budget: the work it may do, counted (never timed, so what passes it does
+not depend on the machine): each rule's scan of a text costs the text's length, each match
+MATCH_COST more and its own length (the match's checks run in Python); past the budget the scan
+stops with OverBudget."""
 
 from __future__ import annotations
 
@@ -96,6 +101,32 @@ def flagged(col: pl.Series, weak: bool = False) -> dict[int, list[int]]:
     return out
 
 
+# ------------------------------------------------------------------------ the budget
+
+# What one match costs, in characters scanned: its checks and span run in Python, about what
+# RE2 takes to scan 4,096 characters (a text dense with matches costs 100-350 ns a character)
+MATCH_COST = 4096
+
+
+class OverBudget(Exception):
+    """A scan that would do more work than its Budget allows."""
+
+
+class Budget:
+    """The work a scan may still do (characters scanned, MATCH_COST a match)."""
+
+    __slots__ = ("limit", "spent")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.spent = 0
+
+    def spend(self, n: int) -> None:
+        self.spent += n
+        if self.spent > self.limit:
+            raise OverBudget(f"more than {self.limit:,} units of secret-scan work")
+
+
 # ------------------------------------------------------------------------ finding
 
 _TOKEN_RUN = linear.compile(r"[A-Za-z0-9_-]+")
@@ -155,10 +186,11 @@ def _found(
     quoting: bool = False,
     rule_set: tuple[Rule, ...] | None = None,
     skip: frozenset[int] = frozenset(),
+    budget: Budget | None = None,
 ) -> list[Finding]:
     """(start, -end, rule index, rule name) of every finding, overlaps included; quoting:
     of the rules with a quote in their pattern only; rule_set: rules() unless given; skip:
-    rule indices not to run."""
+    rule indices not to run; budget: the work the scan may do (OverBudget past it)."""
     rs = rules() if rule_set is None else rule_set
     if only is None and rule_set is None and not _prefilter().search(text):
         return []
@@ -170,7 +202,11 @@ def _found(
             continue
         if only is None and not _rule_prefilter(r.prefilter).search(text):
             continue
+        if budget is not None:
+            budget.spend(len(text))
         for m in r.pattern.finditer(text):
+            if budget is not None:
+                budget.spend(MATCH_COST + m.end() - m.start())
             if r.check is None or r.check(m):
                 s, e = _span(r, m, tokens)
                 if e > s:
@@ -210,9 +246,12 @@ def _all_found(
     only: list[int] | None,
     rule_set: tuple[Rule, ...] | None = None,
     skip: frozenset[int] = frozenset(),
+    budget: Budget | None = None,
 ) -> list[Finding]:
     """_found on the text and on its view with quotes unescaped (positions in the text)."""
-    found = _found(text, only, False, rule_set, skip)
+    found = _found(text, only, False, rule_set, skip, budget)
+    if budget is not None and "\\" in text:
+        budget.spend(len(text))
     view = _unescaped(text) if "\\" in text else None
     if view is not None:
         v, at_view, removed = view
@@ -223,7 +262,7 @@ def _all_found(
 
         found += [
             (orig(s), -(orig(-ne - 1) + 1), k, n)
-            for s, ne, k, n in _found(v, only, True, rule_set, skip)
+            for s, ne, k, n in _found(v, only, True, rule_set, skip, budget)
         ]
     return found
 
@@ -240,16 +279,20 @@ def _leftmost(found: list[Finding]) -> list[tuple[int, int, str]]:
 
 
 def find(
-    text: str, only: list[int] | None = None, path: str | None = None
+    text: str,
+    only: list[int] | None = None,
+    path: str | None = None,
+    budget: Budget | None = None,
 ) -> list[tuple[int, int, str]]:
     """(start, end, rule) of every secret in text, leftmost first, without overlaps.
 
     only: the indices of the rules to try (their prefilters already matched); path: the
-    item's file, where it is a test fixture or documentation SAMPLE rules do not apply."""
+    item's file, where it is a test fixture or documentation SAMPLE rules do not apply;
+    budget: the work the scan may do (OverBudget past it)."""
     if not text:
         return []
     skip = sample_rules() if sample_path(path) else frozenset()
-    return _leftmost(_all_found(text, only, None, skip))
+    return _leftmost(_all_found(text, only, None, skip, budget))
 
 
 def suspects(
