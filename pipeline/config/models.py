@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from pipeline import linear
 from pipeline.config.vocab import (
     ITEM_FIELDS,
     RANK_KEY_NAMES,
@@ -36,7 +37,7 @@ from pipeline.config.vocab import (
     SplitBy,
 )
 from pipeline.errors import UsageError
-from pipeline.ingest.base import DEFAULT_BOT_PATTERNS
+from pipeline.ingest.base import DEFAULT_BOT_PATTERNS, bot_regex
 
 
 class ConfigError(UsageError, ValueError):
@@ -189,15 +190,24 @@ class IngestConfig(Section):
     # bigger JSON-lines files / Parquet tables are read in pieces this big (ingest/shards.py)
     shard_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     bot_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
+    # the secret-scan work one item may take (pipeline.secrets.finding's Budget: characters
+    # scanned per rule, 4,096 a match; counted, not timed): an item over it makes its record
+    # an error record. 1e9 is about 3 s at worst (a text dense with matches: 1-3 ns a unit),
+    # far more than any real record needs
+    record_scan_budget: int = Field(default=1_000_000_000, ge=1)
 
     @field_validator("bot_patterns")
     @classmethod
     def _patterns(cls, v: list[str]) -> list[str]:
+        # matched on RE2 (linear in the name): a pattern only Python's backtracking `re` runs
+        # (look-around, backreference) is refused here, never run there
         for i, p in enumerate(v):
-            try:
-                re.compile(p)
-            except re.error as e:
-                raise FieldProblem(str(i), f"{p!r} is not a regular expression: {e}") from None
+            why = linear.problem(p, re.I)
+            if why:
+                raise FieldProblem(str(i), f"{p!r} is not a regular expression RE2 runs: {why}")
+        why = linear.problem(bot_regex(v), re.I) if v else None
+        if why:
+            raise ValueError(f"the patterns together cannot run on RE2: {why}")
         return v
 
     @model_validator(mode="after")

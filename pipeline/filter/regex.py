@@ -95,8 +95,9 @@ def check_pattern(pattern: str, ignore_case: bool = False) -> str | None:
     n = _counted(tree)
     if n > MAX_COUNTED:
         return (
-            f"regex {pattern!r} repeats {n} times in counted repeats ({{m,n}}; nested ones "
-            f"multiply); at most {MAX_COUNTED}: past that polars takes seconds per MB"
+            f"regex {pattern!r} repeats {n} times in counted repeats ({{m,n}}; ones in sequence "
+            f"or in alternatives add up, nested ones multiply); at most {MAX_COUNTED}: past "
+            "that polars takes seconds per MB"
         )
     why = _polars_problem(full)
     if why and "size limit" in why:
@@ -191,18 +192,23 @@ def _overlapping_branch(sub) -> bool:
     return False
 
 
-MAX_COUNTED = 1000  # a{2000} or (a{50}){60} on 2 MB of near misses: 10-20 s in polars
+# a{2000} or (a{50}){60} on 2 MB of near misses: 10-20 s in polars; (?s)a.{0,900}b.{0,900}c
+# .{0,900}d 1.5 s on 200 KB (each counted copy is a state the engine tracks: they add up)
+MAX_COUNTED = 1000
 
 
 def _counted(sub) -> int:
-    """The largest repeat count along any nesting of counted repeats (a{m,n}: n, a{m,}: m)."""
-    best = 1
+    """The copies counted repeats unroll to (a{m,n}: n, a{m,}: m, times what they repeat):
+    summed along a sequence and over alternatives, multiplied through nesting. A maximum
+    along one nesting let a.{0,900}b.{0,900}c.{0,900}d (2,700) pass as 900."""
+    total = 0
     for op, av in sub:
-        inner = max((_counted(c) for c in _children(op, av)), default=1)
+        inner = sum(_counted(c) for c in _children(op, av))
         if op in _REPEATS:
-            inner *= max(1, av[0] if av[1] == sre_c.MAXREPEAT else av[1])
-        best = max(best, inner)
-    return best
+            total += max(1, av[0] if av[1] == sre_c.MAXREPEAT else av[1]) * max(1, inner)
+        else:
+            total += inner
+    return total
 
 
 def _backtracking(sub) -> str | None:

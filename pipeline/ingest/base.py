@@ -9,11 +9,14 @@ record (a JSON line, a CSV row, a git hunk, a review comment) yields exactly one
   that holds no edit (`skip`: a comment without a suggestion, a binary file change ...).
 
 So ingest can account for every input record: it is in items.parquet or errors.parquet.
-Sources never compute ids or language; the batcher does, once, for all of them.
+Sources never compute ids or language; the batcher does, once, for all of them. A record whose
+secret scan passes `ingest.record_scan_budget` (pipeline.secrets.finding's Budget: work
+counted, not timed) becomes an error record too, all its items with it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,16 +25,18 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline import linear
 from pipeline.schema import (
     ERROR_SCHEMA,
     ITEM_SCHEMA,
     RAW_MAX_CHARS,
     SECRET_FIELDS,
+    TEXT_FIELDS,
     item_id,
     language_from_path,
     normalise_language,
 )
-from pipeline.secrets.masking import HEAD_MARGIN, mask, mask_columns, mask_head
+from pipeline.secrets.masking import HEAD_MARGIN, mask, mask_batch, mask_head
 
 
 @dataclass(slots=True)
@@ -101,6 +106,7 @@ class IngestContext:
     max_record_bytes: int = 8 * 1024 * 1024
     batch_size: int = 10_000
     bot_patterns: tuple[str, ...] = DEFAULT_BOT_PATTERNS
+    scan_budget: int | None = None  # the secret-scan work one item may take (None: no bound)
     advance: Callable[[int], None] = lambda n: None  # progress in the source's own unit
     set_total: Callable[[int | None], None] = lambda n: None
     warn: Callable[[str], None] = lambda msg: None  # a problem with the whole source, once
@@ -108,14 +114,19 @@ class IngestContext:
     # `fields_seen` instead of checking it: the stage checks it over every piece.
     shard: Any = None
     fields_seen: Callable[[Any], None] = lambda mapper: None
-    _bot_re: re.Pattern[str] | None = field(default=None, init=False, repr=False)
+    _bot_re: linear.Regex | None = field(default=None, init=False, repr=False)
 
     def is_bot(self, author: str | None) -> bool:
         if not author:
             return False
-        if self._bot_re is None:
-            self._bot_re = re.compile("|".join(f"(?:{p})" for p in self.bot_patterns), re.I)
+        if self._bot_re is None:  # RE2: a crafted name cannot make `(a+)+$` backtrack
+            self._bot_re = linear.compile(bot_regex(self.bot_patterns), re.I)
         return self._bot_re.search(author.strip()) is not None
+
+
+def bot_regex(patterns: tuple[str, ...] | list[str]) -> str:
+    """The bot patterns as one regex (case-insensitive, on RE2: pipeline.linear)."""
+    return "|".join(f"(?:{p})" for p in patterns)
 
 
 def count_lines(text: str) -> int:
@@ -186,6 +197,8 @@ class Batcher:
         self.field_problems: dict[str, int] = {}  # "created_at out of range" -> records
         self.problem_refs: dict[str, list[str]] = {}  # the first PROBLEM_REFS refs of each
         self.secrets: dict[str, int] = {}  # rule -> secrets masked (items and errors)
+        self._refs: list[str] = []  # the pending items' records, in order
+        self._record_of: list[int] = []  # each pending item's record (an index in _refs)
 
     def add(self, rec: Record | RecordError) -> None:
         self.records += 1
@@ -201,7 +214,9 @@ class Batcher:
             self._add_error(RecordError(rec.ref, "", "record produced no item", "error"))
             return
         many = len(rec.items) > 1
+        self._refs.append(rec.ref)
         for k, it in enumerate(rec.items):
+            self._record_of.append(len(self._refs) - 1)
             self._add_item(f"{rec.ref}#{k}" if many else rec.ref, it)
 
     def _add_error(self, err: RecordError) -> None:
@@ -258,14 +273,36 @@ class Batcher:
             self.secrets[n] = self.secrets.get(n, 0) + k
 
     def take_items(self) -> pa.RecordBatch | None:
-        """The pending items as a batch, secrets masked (before anything is written)."""
+        """The pending items as a batch, secrets masked (before anything is written). A
+        record one of whose items passes the scan budget is an error record instead."""
         if not self._items["id"]:
             return None
         batch = pa.RecordBatch.from_pydict(self._items, schema=ITEM_SCHEMA)
+        record_of, refs = self._record_of, self._refs
         self._items = {f.name: [] for f in ITEM_SCHEMA}
-        batch, fired = mask_columns(batch, SECRET_FIELDS)
-        self._count_secrets(fired)
-        return batch
+        self._record_of, self._refs = [], []
+        out = mask_batch(batch, SECRET_FIELDS, self.ctx.scan_budget)
+        while out.over:  # rare: those records out, and the rest masked again (exact counts)
+            over = {record_of[k]: k for k in reversed(out.over)}  # record -> its first row
+            for r, k in sorted(over.items()):
+                self._over_budget(refs[r], batch.slice(k, 1).to_pylist()[0])
+            keep = [r not in over for r in record_of]
+            self.items -= keep.count(False)
+            batch = batch.filter(pa.array(keep))
+            record_of = [r for r in record_of if r not in over]
+            out = mask_batch(batch, SECRET_FIELDS, self.ctx.scan_budget)
+        self._count_secrets(out.fired)
+        return out.batch if out.batch.num_rows else None
+
+    def _over_budget(self, ref: str, item: dict[str, Any]) -> None:
+        """An error record for a record whose secret scan passed the budget: its raw the
+        item's text fields (masked and cut as every raw is: a bounded scan)."""
+        text = {f: item[f] for f in TEXT_FIELDS if item.get(f)}
+        why = (
+            f"secret scan over budget: more than {self.ctx.scan_budget:,} units of work "
+            "(ingest.record_scan_budget); not an item"
+        )
+        self._add_error(RecordError(ref, json.dumps(text, ensure_ascii=False), why, "error"))
 
     def take_errors(self) -> pa.RecordBatch | None:
         if not self._errors["source"]:

@@ -134,6 +134,7 @@ class Params:
     max_record_bytes: int
     batch_size: int
     bot_patterns: tuple[str, ...]
+    record_scan_budget: int | None = None  # the secret-scan work one item may take
 
 
 COUNTERS = ("records", "items", "errors", "skipped")
@@ -159,6 +160,7 @@ def read_piece(task: tuple[str, SourceConfig, Path, Shard | None], p: Params) ->
         max_record_bytes=p.max_record_bytes,
         batch_size=p.batch_size,
         bot_patterns=p.bot_patterns,
+        scan_budget=p.record_scan_budget,
         advance=advance,
         set_total=lambda n: live.__setitem__("total", n),
         warn=lambda w: warnings.append(shown(w)),  # names a file, a header

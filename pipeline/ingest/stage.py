@@ -100,7 +100,10 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     re-chunked to ingest.batch_size rows, so the output is the same however it was cut."""
     per_source: dict[str, dict[str, Any]] = {}
     params = Params(
-        cfg.ingest.max_record_bytes, cfg.ingest.batch_size, tuple(cfg.ingest.bot_patterns)
+        cfg.ingest.max_record_bytes,
+        cfg.ingest.batch_size,
+        tuple(cfg.ingest.bot_patterns),
+        cfg.ingest.record_scan_budget,
     )
     schemas = {"items.parquet": ITEM_SCHEMA, "errors.parquet": ERROR_SCHEMA}
     with ExitStack() as stack:

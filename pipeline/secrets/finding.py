@@ -1,19 +1,27 @@
 """Finding secrets in text: the rule set in the order findings are named, the prefilters run
 vectorised over a column (`flagged`), `find` (the secrets the masking rules find, leftmost,
 without overlaps) and `suspects` (WEAK findings, never masked), and `suspect_column`, the
-filter's `weak_secret` findings for a whole batch."""
+filter's `weak_secret` findings for a whole batch. Every regex here runs on RE2
+(pipeline.linear): linear in the text.
+
+A scan may be given a Budget: the work it may do, counted (never timed, so what passes it does
+not depend on the machine): each rule's scan of a text costs the text's length, each match
+MATCH_COST more and its own length (the match's checks run in Python); past the budget the scan
+stops with OverBudget."""
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from functools import lru_cache
 
 import polars as pl
 
+from pipeline import linear
+from pipeline.linear import Match, Regex
 from pipeline.secrets.detectors import detect_secrets_rules
 from pipeline.secrets.places import CONTENT_FIELDS, SAMPLE_PATH, Comments, code_path, sample_path
 from pipeline.secrets.rules import (
+    NEXT,
     SAMPLE,
     WEAK,
     Rule,
@@ -51,9 +59,14 @@ def sample_rules() -> frozenset[int]:
 
 
 @lru_cache(maxsize=1)
-def _prefilter() -> re.Pattern[str]:
-    """One Python regex matching wherever any rule might."""
-    return re.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
+def _prefilter() -> Regex:
+    """One regex matching wherever any rule might."""
+    return linear.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
+
+
+@lru_cache(maxsize=256)
+def _rule_prefilter(prefilter: str) -> Regex:
+    return linear.compile(prefilter)
 
 
 @lru_cache(maxsize=2)
@@ -61,8 +74,9 @@ def _rust_prefilters(weak: bool = False) -> tuple[str, ...]:
     return tuple(rust_superset(r.prefilter) for r in (weak_rules() if weak else rules()))
 
 
-# Backslashes before a quote: `\"` in a JSON line's raw text, in a string in code.
-_ESCAPED_QUOTE = re.compile(r"""\\+(?=["'])""")
+# Backslashes before a quote: `\"` in a JSON line's raw text, in a string in code (the quote
+# is taken too: RE2 has no look-ahead, and a look-ahead after a run was quadratic in Python).
+_ESCAPED_QUOTE = linear.compile(r"""\\+["']""")
 _RUST_ESCAPED_QUOTE = r"""\\+(["'])"""
 
 
@@ -87,12 +101,56 @@ def flagged(col: pl.Series, weak: bool = False) -> dict[int, list[int]]:
     return out
 
 
+# ------------------------------------------------------------------------ the budget
+
+# What one match costs, in characters scanned: its checks and span run in Python, about what
+# RE2 takes to scan 4,096 characters (a text dense with matches costs 100-350 ns a character)
+MATCH_COST = 4096
+
+
+class OverBudget(Exception):
+    """A scan that would do more work than its Budget allows."""
+
+
+class Budget:
+    """The work a scan may still do (characters scanned, MATCH_COST a match)."""
+
+    __slots__ = ("limit", "spent")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.spent = 0
+
+    def spend(self, n: int) -> None:
+        self.spent += n
+        if self.spent > self.limit:
+            raise OverBudget(f"more than {self.limit:,} units of secret-scan work")
+
+
 # ------------------------------------------------------------------------ finding
 
-_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
+_TOKEN_RUN = linear.compile(r"[A-Za-z0-9_-]+")
 
 
-def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
+class _Tokens:
+    """Where each run of token characters of a text ends, found once (a whole-token rule runs
+    each of its matches on to its run's end: one scan, not one per match)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.runs: tuple[list[int], list[int]] | None = None
+
+    def end(self, at: int) -> int:
+        """The end of the token run at `at` (`at` itself where none is there)."""
+        if self.runs is None:
+            spans = [m.span() for m in _TOKEN_RUN.finditer(self.text)]
+            self.runs = [s for s, _ in spans], [e for _, e in spans]
+        starts, ends = self.runs
+        k = bisect_right(starts, at) - 1
+        return ends[k] if k >= 0 and ends[k] > at else at
+
+
+def _span(r: Rule, m: Match, tokens: _Tokens) -> tuple[int, int]:
     if r.group == "quoted_or_bare":
         g = "quoted" if m.group("quoted") is not None else "bare"
         return m.span(g)
@@ -104,15 +162,19 @@ def _span(r: Rule, m: re.Match[str]) -> tuple[int, int]:
         s, e = (s, e) if s >= 0 and e - s >= 8 else m.span(0)
     else:
         s, e = m.span(r.group)
-    if r.whole_token and e == m.end():  # a pattern of fixed length stops inside a longer token
-        e = _TOKEN_TAIL.match(m.string, e).end()  # type: ignore[union-attr]
+    end = m.end()
+    if r.ahead and m.group(NEXT) is not None:  # the character after the match, not the secret
+        end = m.start(NEXT)
+        e = min(e, end)
+    if r.whole_token and e == end:  # a pattern of fixed length stops inside a longer token
+        e = tokens.end(e)
     return s, e
 
 
 def _quotes(r: Rule) -> bool:
     """Whether the rule's pattern has a quote in it: only such rules can find more once quotes
     are unescaped."""
-    return re.search("[\"']", r.pattern.pattern) is not None
+    return '"' in r.pattern.pattern or "'" in r.pattern.pattern
 
 
 Finding = tuple[int, int, int, str]  # start, -end, rule index, name (a WEAK rule: the reason)
@@ -124,23 +186,29 @@ def _found(
     quoting: bool = False,
     rule_set: tuple[Rule, ...] | None = None,
     skip: frozenset[int] = frozenset(),
+    budget: Budget | None = None,
 ) -> list[Finding]:
     """(start, -end, rule index, rule name) of every finding, overlaps included; quoting:
     of the rules with a quote in their pattern only; rule_set: rules() unless given; skip:
-    rule indices not to run."""
+    rule indices not to run; budget: the work the scan may do (OverBudget past it)."""
     rs = rules() if rule_set is None else rule_set
     if only is None and rule_set is None and not _prefilter().search(text):
         return []
     found = []
+    tokens = _Tokens(text)
     for k in range(len(rs)) if only is None else only:
         r = rs[k]
         if k in skip or (quoting and not _quotes(r)):
             continue
-        if only is None and not re.search(r.prefilter, text):
+        if only is None and not _rule_prefilter(r.prefilter).search(text):
             continue
+        if budget is not None:
+            budget.spend(len(text))
         for m in r.pattern.finditer(text):
+            if budget is not None:
+                budget.spend(MATCH_COST + m.end() - m.start())
             if r.check is None or r.check(m):
-                s, e = _span(r, m)
+                s, e = _span(r, m, tokens)
                 if e > s:
                     name = r.name
                     if r.tier == WEAK:
@@ -161,11 +229,12 @@ def _unescaped(text: str) -> tuple[str, list[int], list[int]] | None:
     of each quote that lost some, and how many were taken out up to it (None: none were)."""
     at_view, removed, parts, at, n = [], [], [], 0, 0
     for m in _ESCAPED_QUOTE.finditer(text):
+        quote = m.end() - 1
         parts.append(text[at : m.start()])
-        n += m.end() - m.start()
-        at_view.append(m.end() - n)
+        n += quote - m.start()
+        at_view.append(quote - n)
         removed.append(n)
-        at = m.end()
+        at = quote
     if not at_view:
         return None
     parts.append(text[at:])
@@ -177,9 +246,12 @@ def _all_found(
     only: list[int] | None,
     rule_set: tuple[Rule, ...] | None = None,
     skip: frozenset[int] = frozenset(),
+    budget: Budget | None = None,
 ) -> list[Finding]:
     """_found on the text and on its view with quotes unescaped (positions in the text)."""
-    found = _found(text, only, False, rule_set, skip)
+    found = _found(text, only, False, rule_set, skip, budget)
+    if budget is not None and "\\" in text:
+        budget.spend(len(text))
     view = _unescaped(text) if "\\" in text else None
     if view is not None:
         v, at_view, removed = view
@@ -190,7 +262,7 @@ def _all_found(
 
         found += [
             (orig(s), -(orig(-ne - 1) + 1), k, n)
-            for s, ne, k, n in _found(v, only, True, rule_set, skip)
+            for s, ne, k, n in _found(v, only, True, rule_set, skip, budget)
         ]
     return found
 
@@ -207,16 +279,20 @@ def _leftmost(found: list[Finding]) -> list[tuple[int, int, str]]:
 
 
 def find(
-    text: str, only: list[int] | None = None, path: str | None = None
+    text: str,
+    only: list[int] | None = None,
+    path: str | None = None,
+    budget: Budget | None = None,
 ) -> list[tuple[int, int, str]]:
     """(start, end, rule) of every secret in text, leftmost first, without overlaps.
 
     only: the indices of the rules to try (their prefilters already matched); path: the
-    item's file, where it is a test fixture or documentation SAMPLE rules do not apply."""
+    item's file, where it is a test fixture or documentation SAMPLE rules do not apply;
+    budget: the work the scan may do (OverBudget past it)."""
     if not text:
         return []
     skip = sample_rules() if sample_path(path) else frozenset()
-    return _leftmost(_all_found(text, only, None, skip))
+    return _leftmost(_all_found(text, only, None, skip, budget))
 
 
 def suspects(

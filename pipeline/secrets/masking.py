@@ -1,15 +1,16 @@
 """Masking: each secret `finding` finds replaced by `[REDACTED:<rule>]`, in a text (`mask`), in
 the head of a long text (`mask_head`), in a message (`shown`), in an Arrow batch's columns
-(`mask_columns`)."""
+(`mask_columns`; `mask_batch` with a budget per row)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
 import polars as pl
 import pyarrow as pa
 
-from pipeline.secrets.finding import find, flagged, sample_rules
+from pipeline.secrets.finding import Budget, OverBudget, find, flagged, sample_rules
 from pipeline.secrets.places import CONTENT_FIELDS, sample_path
 
 MARK = "[REDACTED:{}]"
@@ -31,11 +32,15 @@ def _replaced(text: str, hits: list[tuple[int, int, str]], end: int) -> tuple[st
 
 
 def mask(
-    text: str, only: list[int] | None = None, path: str | None = None
+    text: str,
+    only: list[int] | None = None,
+    path: str | None = None,
+    budget: Budget | None = None,
 ) -> tuple[str, list[str]]:
     """(text with every secret replaced by [REDACTED:<rule>], the rules that fired); path:
-    the item's file (SAMPLE rules do not apply in test fixtures and documentation)."""
-    hits = find(text, only, path)
+    the item's file (SAMPLE rules do not apply in test fixtures and documentation); budget:
+    the work the scan may do (finding.OverBudget past it)."""
+    hits = find(text, only, path, budget)
     return _replaced(text, hits, len(text)) if hits else (text, [])
 
 
@@ -56,15 +61,34 @@ def shown(text: str) -> str:
 def mask_columns(
     batch: pa.RecordBatch, columns: tuple[str, ...]
 ) -> tuple[pa.RecordBatch, dict[str, int]]:
+    """The batch with secrets masked in `columns` (string), and secrets masked per rule
+    (mask_batch without a budget)."""
+    out = mask_batch(batch, columns)
+    return out.batch, out.fired
+
+
+@dataclass
+class Masked:
+    batch: pa.RecordBatch
+    fired: dict[str, int]  # rule -> secrets masked (in the rows not over budget)
+    # rows whose scan passed the budget: their `columns` are blanked (""), never left
+    # unmasked, and the caller takes them out (ingest: an error record each)
+    over: list[int]
+
+
+def mask_batch(
+    batch: pa.RecordBatch, columns: tuple[str, ...], budget: int | None = None
+) -> Masked:
     """The batch with secrets masked in `columns` (string), and secrets masked per rule.
 
     The prefilters run vectorised over the row's columns joined (one scan per rule, the
     regexes compiled once a batch); Python looks only at the rows they flag. A row whose
     `path` (when the batch has one) is a test fixture or documentation keeps the SAMPLE
-    findings (JWTs, passwords in URLs) of its file's text (CONTENT_FIELDS): examples there."""
+    findings (JWTs, passwords in URLs) of its file's text (CONTENT_FIELDS): examples there.
+    budget: the scan work each row may take, all its columns together (finding.Budget)."""
     fired: dict[str, int] = {}
     if batch.num_rows == 0:
-        return batch, fired
+        return Masked(batch, fired, [])
     cols = [batch.schema.get_field_index(c) for c in columns]
     frame = pl.DataFrame(
         [cast(pl.Series, pl.from_arrow(batch.column(i))).alias(str(i)) for i in cols]
@@ -74,7 +98,7 @@ def mask_columns(
     ).to_series()
     which = flagged(joined)
     if not which:
-        return batch, fired
+        return Masked(batch, fired, [])
     rows = list(which)
     samples: dict[int, list[int]] = {}  # row -> its rules but SAMPLE ones: a test's or doc's
     if "path" in batch.schema.names:
@@ -82,19 +106,33 @@ def mask_columns(
         for k in rows:
             if sample_path(paths[k].as_py()):
                 samples[k] = [i for i in which[k] if i not in sample_rules()]
-    arrays = list(batch.columns)
+    budgets = {k: Budget(budget) for k in rows} if budget is not None else {}
+    over: set[int] = set()
+    names_of: dict[int, list[str]] = {}
+    fixes: dict[int, dict[int, str]] = {}  # column -> row -> its masked text
     for i in cols:
-        col = frame[str(i)]
         content = batch.schema.field(i).name in CONTENT_FIELDS
-        fixed = {}
-        for k, v in zip(rows, col.gather(rows).to_list(), strict=True):
+        fixed = fixes[i] = {}
+        for k, v in zip(rows, frame[str(i)].gather(rows).to_list(), strict=True):
+            if k in over or not v:
+                continue
             only = samples.get(k, which[k]) if content else which[k]
-            new, names = mask(v, only) if v else (v, [])
-            for n in names:
-                fired[n] = fired.get(n, 0) + 1
+            try:
+                new, names = mask(v, only, budget=budgets.get(k))
+            except OverBudget:
+                over.add(k)
+                continue
+            names_of.setdefault(k, []).extend(names)
             if names:
                 fixed[k] = new
+    for k, names in names_of.items():
+        for n in names if k not in over else ():
+            fired[n] = fired.get(n, 0) + 1
+    arrays = list(batch.columns)
+    for i, fixed in fixes.items():
+        fixed.update(dict.fromkeys(over, ""))  # never shown unmasked
         if fixed:
-            col = col.clone().scatter(list(fixed), list(fixed.values()))
+            col = frame[str(i)].clone().scatter(list(fixed), list(fixed.values()))
             arrays[i] = col.to_arrow().cast(batch.schema.field(i).type)
-    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema), fired
+    batch = pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+    return Masked(batch, fired, sorted(over))

@@ -5,7 +5,8 @@ value there is an expression), a comment or a docstring (a weak finding there is
 from __future__ import annotations
 
 import bisect
-import re
+
+from pipeline import linear
 
 # Test fixtures and documentation, by path: a value there is an example. Valid in Python `re`
 # and Rust `regex` (the filter runs it vectorised). Folders anywhere in the path; test files
@@ -18,7 +19,7 @@ SAMPLE_PATH = (
     r"|asciidoc))$)"
     r"|(?:^|/)[A-Z][^/]*(?:Tests?|IT|Spec)\.(?:java|kt|scala|groovy|cs)$"
 )
-_SAMPLE_PATH = re.compile(SAMPLE_PATH)
+_SAMPLE_PATH = linear.compile(SAMPLE_PATH)
 # The item fields that are the file's own text: only there does its path make a value a sample
 # (a commit message, an author, a repo name are not the file's).
 CONTENT_FIELDS = ("before", "after", "context")
@@ -54,13 +55,12 @@ class Comments:
 
     def __init__(self, text: str):
         self.text = text
-        self.breaks = [m.start() for m in re.finditer("\n", text)]
+        self.breaks = linear.positions(text, "\n")
         self.blocks = [
-            ([m.start() for m in re.finditer(re.escape(o), text)],
-             [m.start() for m in re.finditer(re.escape(c), text)], len(o), len(c))
+            (linear.positions(text, o), linear.positions(text, c), len(o), len(c))
             for o, c in self._BLOCKS
-        ]  # fmt: skip
-        self.triples = [m.start() for m in re.finditer("\"\"\"|'''", text)]
+        ]
+        self.triples = sorted(linear.positions(text, '"""') + linear.positions(text, "'''"))
         self._trailing: dict[int, int] = {}
 
     def _first_trailing(self, start: int) -> int:
@@ -102,4 +102,5 @@ class Comments:
         return bisect.bisect_right(self.triples, start - 3) % 2 == 1
 
 
-_TRAILING_COMMENT = re.compile(r"(?:^|(?<=\s))(?://|#)")
+# at the line's start or after a space (taken: RE2 has no look-behind; only the end is used)
+_TRAILING_COMMENT = linear.compile(r"(?:^|\s)(?://|#)")

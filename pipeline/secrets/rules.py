@@ -7,7 +7,10 @@
 
 Each rule has a tier (`Rule.tier`: HIGH, SAMPLE or WEAK; the package's docstring says what
 each does) and a prefilter: a superset of its pattern in the syntax Python and Rust share
-(pipeline.secrets.rust runs it vectorised).
+(pipeline.secrets.rust runs it vectorised). Every pattern runs on RE2 (pipeline.linear), in
+time linear in the text: where Python needed a look-around or a backreference, the pattern
+consumes what it looked at and its check holds the rest (a closing quote repeating the opening
+one, the character before a name).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from pipeline import linear
+from pipeline.linear import Match, Regex
 
 HIGH, SAMPLE, WEAK = "high", "sample", "weak"
 
@@ -37,26 +43,31 @@ TOKEN_FORMATS = {
 @dataclass(frozen=True)
 class Rule:
     name: str
-    pattern: re.Pattern[str]
-    prefilter: str  # a superset of `pattern`, valid for Python re and polars (Rust regex)
+    pattern: Regex  # RE2 (pipeline.linear)
+    prefilter: str  # a superset of `pattern`, valid for RE2 and polars (Rust regex)
     group: int | str = 0  # the part of the match that is the secret
-    check: Callable[[re.Match[str]], bool] | None = None  # False: not a secret after all
+    check: Callable[[Match], bool] | None = None  # False: not a secret after all
     whole_token: bool = False  # the span runs on over token characters after the match
     tier: str = HIGH  # HIGH, SAMPLE or WEAK (the package's docstring)
+    # the match ends with the character after it (group NEXT), which a Python look-ahead
+    # (detect-secrets' `(?!\w)`) only looked at: the secret ends before it
+    ahead: bool = False
+
+
+NEXT = "_next"  # the group a rule with `ahead` consumes the character after its match in
 
 
 # ------------------------------------------------------------------------ placeholders
 
 # A value that is a placeholder as a whole: a template (${X}, {{ x }}, <x>, %(x)s) or a mask
 # (***..., ..., xxxxxx, sk-xxxxxxxx).
-_TEMPLATE = re.compile(
-    r"""^(?:\$\{?[\w.-]*\}? | \{\{?[^}]*\}?\} | <[^>]*> | %\([^)]*\)s | \*{3,}.* | \.{3,})$""",
-    re.X,
+_TEMPLATE = linear.compile(
+    r"^(?:\$\{?[\w.-]*\}?|\{\{?[^}]*\}?\}|<[^>]*>|%\([^)]*\)s|\*{3,}.*|\.{3,})$"
 )
-_MASKED = re.compile(r"[\w.-]*")  # ... with xxxx or XXXX in it (tested apart: as one regex,
-# [\w.-]*?x{4,}[\w.-]* backtracked cubically on a long run of x)
-_WORDS_ONLY = re.compile(r"[A-Za-z]+(?:[ _.-]+[A-Za-z]+)*")
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_MASKED = linear.compile(r"[\w.-]*")  # ... with xxxx or XXXX in it (tested apart)
+_WORDS_ONLY = linear.compile(r"[A-Za-z]+(?:[ _.-]+[A-Za-z]+)*")
+_CASE_RUN = linear.compile(r"[A-Z]+[a-z]*|[a-z]+")  # split further by _words
+_LETTERS = linear.compile(r"[A-Za-z]+")
 # Or words only (a digit or a symbol makes it a value) naming what goes there:
 # your_api_key_here, changeme, TODO, not-set. A value that merely contains such a word
 # (SuperSecret2024, tbdK8s9dLq0wPz7XnM2) is a literal.
@@ -78,7 +89,21 @@ _SAMPLE_WORDS = {
 _SEGMENT_WORDS = frozenset(_VOCAB | _SAMPLE_WORDS | _LEAD)
 # a fixture's value: test-token-123, fake_password_1, dummy-key-42
 # (one way to split it: an optional separator between letter runs backtracked exponentially)
-_FIXTURE = re.compile(r"(?i)(?:test|fake|dummy|mock|example|sample)[a-z]*(?:[_.-][a-z]+)*[_.-]?\d*")
+_FIXTURE = linear.compile(
+    r"(?i)(?:test|fake|dummy|mock|example|sample)[a-z]*(?:[_.-][a-z]+)*[_.-]?\d*"
+)
+
+
+def _words(v: str) -> list[str]:
+    """The words of a camelCase / snake_case value: HTTPServer -> HTTP, Server."""
+    out = []
+    for run in _CASE_RUN.findall(v):
+        upper = len(run) - len(run.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+        if upper > 1 and upper < len(run):  # an acronym, then a capitalised word
+            out += [run[: upper - 1], run[upper - 1 :]]
+        else:
+            out.append(run)
+    return out
 
 
 def _segments(word: str) -> bool:
@@ -95,9 +120,9 @@ def placeholder(v: str) -> bool:
         return True
     if not _WORDS_ONLY.fullmatch(v):
         return bool(_FIXTURE.fullmatch(v)) and all(
-            _segments(w.lower()) for w in re.findall("[A-Za-z]+", v)
+            _segments(w.lower()) for w in _LETTERS.findall(v)
         )
-    words = [w.lower() for w in _WORD.findall(v)]
+    words = [w.lower() for w in _words(v)]
     if words[0] in _LEAD or words[-1] in _TAIL or all(w in _VOCAB for w in words):
         return True
     return all(_segments(w) for w in words)
@@ -105,35 +130,45 @@ def placeholder(v: str) -> bool:
 
 # ------------------------------------------------------------------------ our rules
 
-_CODE = re.compile(r"[()\[\]{}<>$%|`\s]|^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+$")
-_PATH = re.compile(r"^(?:[~.]{0,2}/|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://)|^[\w.-]+(?:/[\w.-]+)+/?$")
+_CODE = linear.compile(r"[()\[\]{}<>$%|`\s]|^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+$")
+_PATH = linear.compile(r"^(?:[~.]{0,2}/|[A-Za-z]:\\|[a-z][a-z0-9+.-]*://)|^[\w.-]+(?:/[\w.-]+)+/?$")
 _NOT_LITERAL = {"none", "null", "nil", "true", "false", "undefined", "required", "optional"}
-_NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
-_VERSION = re.compile(r"^[~^<>=!v]*\d+(?:\.\d+)+(?:[-+][\w.-]*)?$")  # ^1.0.0, >=2.3, 1.2.3-rc.1
+_NUMBER = linear.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+_VERSION = linear.compile(r"^[~^<>=!v]*\d+(?:\.\d+)+(?:[-+][\w.-]*)?$")  # ^1.0.0, >=2.3, 1.2.3-rc.1
 # encrypted values are not secrets: Travis `secure:`, sops `ENC[...]`, ansible-vault
-_ENCRYPTED_NAME = re.compile(r"(?:^|[_.-])(?:secure|encrypted|enc|ciphertext|vault)$", re.I)
-_ENCRYPTED_VALUE = re.compile(r"^(?:ENC\[|\$ANSIBLE_VAULT|!vault|-----BEGIN PGP MESSAGE)")
+_ENCRYPTED_NAME = linear.compile(r"(?:^|[_.-])(?:secure|encrypted|enc|ciphertext|vault)$", re.I)
+_ENCRYPTED_VALUE = linear.compile(r"^(?:ENC\[|\$ANSIBLE_VAULT|!vault|-----BEGIN PGP MESSAGE)")
 
 KEYWORDS = (
     r"pass(?:word|wd|phrase)|secret(?:_?key)?|token|api_?key|apikey|access_?key|"
     r"auth_?key|private_?key|client_?secret|credentials?"
 )
-_KEYWORD = re.compile(KEYWORDS, re.I)
-_AWS_SECRET = re.compile(r"(?=.*[a-z])(?=.*[A-Z])(?=.*\d)[A-Za-z0-9/+]{40}")  # a secret access key
-# A quote may be escaped (`\"`, as in a JSON line's raw text or a string in code): the
-# closing quote must then be escaped the same way.
-_ASSIGN = re.compile(
-    r"""(?P<name>[\w.-]{0,64}?(?:"""  # bounded: a long word run cost O(n^2) (13 s at 20k)
+_KEYWORD = linear.compile(KEYWORDS, re.I)
+_AWS_SECRET = linear.compile(r"[A-Za-z0-9/+]{40}")  # a secret access key: random_key
+# A quote may be escaped (`\"`, as in a JSON line's raw text or a string in code). A quoted
+# value ends at the first quote (escaped or not), line break or the text's end: closed or cut
+# off. The name is bounded ({0,64}) and the type too ({0,60}), in ASCII classes: RE2's time is
+# linear in the text times the pattern's size, and a Unicode class (\w) in a bounded repeat
+# makes that size 100 times larger.
+_ASSIGN = linear.compile(
+    r"(?P<name>[A-Za-z0-9_.-]{0,64}?(?:"
     + KEYWORDS
-    + r""")(?:\\*["'])?)                 # the name ends with a credential word
-    (?:\s*:\s*&?(?:'static\s+)?[A-Za-z_][\w\[\], .]{0,60}?)??  # a type (password: str,
-    # &str); bounded: it overlaps the space after it, and a long run of spaces was quadratic
-    \s*(?::=|=>|=|:)\s*
-    (?:(?P<q>\\*["'])(?P=q){0,2}(?P<quoted>[^"'\n]{6,200}?)  # quoted, or triple-quoted
-       (?:(?P=q)|(?=\\*["']|\r?\n|\Z))                   # closed, or cut off
-    | (?P<bare>[^\s"',;#]{6,200}))""",
-    re.I | re.X,
+    + r")(?:\\*[\"'])?)"  # ends with a credential word
+    + r"(?:\s*:\s*&?(?:'static\s+)?[A-Za-z_][A-Za-z0-9_\[\], .]{0,60}?)??"  # password: str
+    + r"\s*(?::=|=>|=|:)\s*"
+    # quoted or triple-quoted (_same_quotes: RE2 has no backreference to repeat the first)
+    + r"(?:(?P<open>\\*\"(?:\\*\"){0,2}|\\*'(?:\\*'){0,2})(?P<quoted>[^\"'\n]{6,200}?)"
+    + r"(?:\\*[\"']|\r?\n|\z)"
+    + r"|(?P<bare>[^\s\"',;#]{6,200}))",
+    re.I,
 )
+
+
+def _same_quotes(s: str) -> bool:
+    """Whether a run of opening quotes repeats its first quote exactly (`\"\"\"`, `\\'`), as a
+    triple quote does; `\"\\"` is two quotes, not one opening."""
+    first = next(i for i, c in enumerate(s) if c in "\"'") + 1
+    return s == s[:first] * (len(s) // first)
 
 
 def alphabet(v: str) -> bool:
@@ -167,23 +202,25 @@ def _literal_secret(v: str, quoted: bool) -> bool:
     return any(c.isdigit() or c in "!@#^&*+/=~?" for c in v)
 
 
-def _assignment_ok(m: re.Match[str]) -> bool:
+def _assignment_ok(m: Match) -> bool:
     quoted = m.group("quoted") is not None
+    if quoted and not _same_quotes(m.group("open")):
+        return False
     if _ENCRYPTED_NAME.search(m.group("name").strip("\\\"'")):
         return False
     return _literal_secret(m.group("quoted") if quoted else m.group("bare"), quoted)
 
 
 _REASONS = (  # the credential word a name ends with -> the flag's reason
-    (re.compile(r"pass", re.I), "password_assignment"),
-    (re.compile(r"private_?key", re.I), "private_key_assignment"),
-    (re.compile(r"secret", re.I), "secret_assignment"),
-    (re.compile(r"token", re.I), "token_assignment"),
-    (re.compile(r"key", re.I), "api_key_assignment"),
+    (linear.compile(r"pass", re.I), "password_assignment"),
+    (linear.compile(r"private_?key", re.I), "private_key_assignment"),
+    (linear.compile(r"secret", re.I), "secret_assignment"),
+    (linear.compile(r"token", re.I), "token_assignment"),
+    (linear.compile(r"key", re.I), "api_key_assignment"),
 )
 
 
-def assignment_reason(m: re.Match[str]) -> str:
+def assignment_reason(m: Match) -> str:
     """The reason a credential assignment is flagged, by the credential word its name ends
     with: password_assignment, secret_assignment, token_assignment, api_key_assignment ..."""
     words = _KEYWORD.findall(m.group("name"))
@@ -197,25 +234,57 @@ def entropy(s: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in (s.count(x) for x in set(s))) if n else 0.0
 
 
-_DIGEST_NAMES = re.compile(
+_DIGEST_NAMES = linear.compile(
     r"(?:^|[_.-])(?:integrity|sha\d*|hash|checksum|digest|rev|revision|commit|etag|md5|sri)$",
     re.I,
 )
-_HIGH = re.compile(
-    r"""(?<![\w.-])(?P<name>[\w.-]{1,64})(?:\\*["'])?\s*(?::=|=>|=|:)\s*(?P<q>\\*["'])(?P=q){0,2}"""
-    r"""(?P<v>[A-Za-z0-9+/=_-]{24,})(?:(?P=q)|(?=\r?\n|\\[rn]|\Z))"""
+# A name, a quoted value of 24+ base64 / token characters closed by the quote it opened with
+# (_high_entropy_ok: RE2 has no backreference) or cut off at a line break (real or escaped) or
+# the text's end. The name is matched in ASCII (as _ASSIGN's) and read whole by _whole_name
+# (RE2 has no look-behind to start it at a word's start).
+_HIGH = linear.compile(
+    r"(?P<name>[A-Za-z0-9_.-]{1,64})(?:\\*[\"'])?\s*(?::=|=>|=|:)\s*"
+    r"(?P<open>\\*\"(?:\\*\"){0,2}|\\*'(?:\\*'){0,2})(?P<v>[A-Za-z0-9+/=_-]{24,})"
+    r"(?:(?P<close>\\*[\"'])|\r?\n|\\[rn]|\z)"
 )
+_HEX = linear.compile(r"[0-9a-fA-F]+")
+_SRI = linear.compile(r"(?:sha\d+|md5)[-_]", re.I)
+_PARTS = linear.compile(r"[-_/]")
 
 
-def _high_entropy_ok(m: re.Match[str]) -> bool:
-    v, name = m.group("v"), m.group("name")
-    if re.fullmatch(r"[0-9a-fA-F]+", v) or _DIGEST_NAMES.search(name):
+def _whole_name(m: Match) -> str | None:
+    """A _HIGH match's name with the word characters before it (é: outside ASCII), as a
+    name of at most 64 characters starting a word; None when that name is longer."""
+    text, s = m.string, m.start()
+    at = s
+    while at > 0 and s - at <= 64 and (text[at - 1].isalnum() or text[at - 1] in "_.-"):
+        at -= 1
+    name = text[at:s] + m.group("name")
+    return name if len(name) <= 64 else None
+
+
+def _closed_as_opened(m: Match) -> bool:
+    """The quotes of a _HIGH match: the opening a repeat of one quote, the closing (if any)
+    that quote."""
+    opening, close = m.group("open"), m.group("close")
+    if not _same_quotes(opening):
+        return False
+    first = next(i for i, c in enumerate(opening) if c in "\"'") + 1
+    return close is None or close == opening[:first]
+
+
+def _high_entropy_ok(m: Match) -> bool:
+    name = _whole_name(m)
+    if name is None or not _closed_as_opened(m):
+        return False
+    v = m.group("v")
+    if _HEX.fullmatch(v) or _DIGEST_NAMES.search(name):
         return False  # git SHAs, digests
     if _ENCRYPTED_NAME.search(name) or alphabet(v):
         return False  # Travis `secure: "..."` ciphertext; the base64 alphabet
-    if re.match(r"(?:sha\d+|md5)[-_]", v, re.I):
+    if _SRI.match(v):
         return False  # SRI hashes
-    parts = [p for p in re.split(r"[-_/]", v) if p]
+    parts = [p for p in _PARTS.split(v) if p]
     if len(parts) >= 2 and all(len(p) <= 16 for p in parts):
         return False  # an identifier or a path: meta-llama/Llama-2-7b-hf
     mixed = any(c.islower() for c in v) and any(c.isupper() for c in v)
@@ -225,20 +294,26 @@ def _high_entropy_ok(m: re.Match[str]) -> bool:
 
 
 KEY_END = r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-# A key body read backwards from its END line (reversed, so one anchored match walks it in
-# linear time): separators (newlines, escaped "\n", spaces) and base64 runs of 16+.
-_BODY_REVERSED = re.compile(
-    r"(?:(?:[ \t]*(?:\n\r?|n\\(?:r\\)?)[ \t]*|[ \t]+)[A-Za-z0-9+/=]{16,}(?!\\))+"
-)
+# A key body read backwards from its END line (reversed, so one anchored match walks it):
+# separators (newlines, spaces) and base64 runs of 16+. Escaped line breaks are made real ones
+# first (_ESCAPED_BREAKS, of the same length), so no run ends in an escape's n or r.
+_BODY_REVERSED = linear.compile(r"(?:(?:[ \t]*\n\r?[ \t]*|[ \t]+)[A-Za-z0-9+/=]{16,})+")
+_ESCAPED_BREAKS = (("\\r\\n", "  \r\n"), ("\\n", " \n"))
 
 
-def key_tail_start(m: re.Match[str]) -> int | None:
+def _breaks_unescaped(s: str) -> str:
+    for escaped, real in _ESCAPED_BREAKS:
+        s = s.replace(escaped, real)
+    return s
+
+
+def key_tail_start(m: Match) -> int | None:
     """Where the key body before an END line starts, or None when none is there (a key whose
     header was cut off, as in a diff's context: the body alone is still the secret)."""
     size = 2048  # grown while the body fills it, to 32k (an 8192-bit key's body is 6.5k)
     while True:
         window = m.string[max(0, m.start() - size) : m.start()]
-        body = _BODY_REVERSED.match(window[::-1])
+        body = _BODY_REVERSED.match(_breaks_unescaped(window)[::-1])
         if not body or body.end() < len(window) - 100 or size > 20_000:
             return m.start() - body.end() if body else None
         size *= 4
@@ -248,7 +323,7 @@ def own_rules() -> list[Rule]:
     return [
         Rule(
             "private_key",
-            re.compile(
+            linear.compile(
                 r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
                 r"(?:[ \t]*(?:\r?\n|(?:\\r)?\\n)|[ \t]+)"  # a newline, or spaces on one line
                 r"(?:[A-Za-z-]+:[^\n]*(?:\r?\n|(?:\\r)?\\n)){0,4}"  # header lines (Proc-Type: ...)
@@ -257,10 +332,10 @@ def own_rules() -> list[Rule]:
             ),
             r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY",
         ),
-        Rule("private_key", re.compile(KEY_END), KEY_END, "key_tail"),  # a header cut off
+        Rule("private_key", linear.compile(KEY_END), KEY_END, "key_tail"),  # a header cut off
         Rule(
             "jwt",
-            re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+            linear.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
             r"eyJ[A-Za-z0-9_-]{8,}\.eyJ",
             tier=SAMPLE,
         ),
@@ -293,17 +368,22 @@ def own_rules() -> list[Rule]:
 # what an AWS secret key is named: aws_secret_access_key, the SDKs' and CloudFormation's
 # secretAccessKey / SecretAccessKey, AWS_SECRET
 _AWS_SECRET_NAME = r"(?i:(?:aws_?)?secret_?access_?key|aws_?secret(?:_?key)?)"
-_AWS_SECRET_ASSIGN = re.compile(
+_AWS_SECRET_ASSIGN = linear.compile(  # 40 characters, then none of them (or the end)
     _AWS_SECRET_NAME
-    + r"(?:\\*[\"'])?\s*(?::|=)\s*(?:\\*[\"'])?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    + r"(?:\\*[\"'])?\s*(?::|=)\s*(?:\\*[\"'])?(?P<v>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|\z)"
 )
 
 
 def random_key(v: str) -> bool:
     """Whether a 40-character value looks like an AWS secret access key: lower and upper case
     and digits (never a git SHA, a word, a run of one letter)."""
-    return _AWS_SECRET.fullmatch(v) is not None
+    return (
+        _AWS_SECRET.fullmatch(v) is not None
+        and any(c.islower() for c in v)
+        and any(c.isupper() for c in v)
+        and any(c.isdigit() for c in v)
+    )
 
 
 def token_format_rules() -> list[Rule]:
-    return [Rule(name, re.compile(p), p, whole_token=True) for name, p in TOKEN_FORMATS.items()]
+    return [Rule(name, linear.compile(p), p, whole_token=True) for name, p in TOKEN_FORMATS.items()]
