@@ -12,6 +12,7 @@ from functools import lru_cache
 import polars as pl
 
 from pipeline.secrets.detectors import detect_secrets_rules
+from pipeline.secrets.encodings import TRIGGERS, encoded_found, encoding_rules
 from pipeline.secrets.places import CONTENT_FIELDS, SAMPLE_PATH, Comments, code_path, sample_path
 from pipeline.secrets.rules import (
     SAMPLE,
@@ -29,7 +30,7 @@ from pipeline.secrets.rust import rust_superset
 def _all_rules() -> tuple[Rule, ...]:
     """Specific detectors first: where two find the same secret, the first names it."""
     own = own_rules()
-    return (*own[:3], *token_format_rules(), *detect_secrets_rules(), *own[3:])
+    return (*own[:3], *token_format_rules(), *detect_secrets_rules(), *own[3:], *encoding_rules())
 
 
 @lru_cache(maxsize=1)
@@ -52,8 +53,8 @@ def sample_rules() -> frozenset[int]:
 
 @lru_cache(maxsize=1)
 def _prefilter() -> re.Pattern[str]:
-    """One Python regex matching wherever any rule might."""
-    return re.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
+    """One Python regex matching wherever any rule might (the views' triggers find nothing)."""
+    return re.compile("|".join(f"(?:{r.prefilter})" for r in rules() if r.name not in TRIGGERS))
 
 
 @lru_cache(maxsize=2)
@@ -177,8 +178,10 @@ def _all_found(
     only: list[int] | None,
     rule_set: tuple[Rule, ...] | None = None,
     skip: frozenset[int] = frozenset(),
+    views: bool = True,
 ) -> list[Finding]:
-    """_found on the text and on its view with quotes unescaped (positions in the text)."""
+    """_found on the text and on its view with quotes unescaped, and (views) the findings of
+    its encodings' views (pipeline.secrets.encodings); positions in the text."""
     found = _found(text, only, False, rule_set, skip)
     view = _unescaped(text) if "\\" in text else None
     if view is not None:
@@ -192,6 +195,15 @@ def _all_found(
             (orig(s), -(orig(-ne - 1) + 1), k, n)
             for s, ne, k, n in _found(v, only, True, rule_set, skip)
         ]
+    if views:
+
+        def run(seen: str, blob: bool) -> list[Finding]:  # a decoded blob: HIGH rules only
+            high = (skip | sample_rules()) if blob else skip
+            return _all_found(seen, None, rule_set, high, False)
+
+        rs = rules() if rule_set is None else rule_set
+        flags = None if only is None else {rs[k].name for k in only}
+        found += encoded_found(text, rule_set is not None, run, flags)
     return found
 
 
