@@ -19,6 +19,7 @@ import polars as pl
 from pipeline import linear
 from pipeline.linear import Match, Regex
 from pipeline.secrets.detectors import detect_secrets_rules
+from pipeline.secrets.encodings import TRIGGERS, encoded_found, encoding_rules
 from pipeline.secrets.places import CONTENT_FIELDS, SAMPLE_PATH, Comments, code_path, sample_path
 from pipeline.secrets.rules import (
     NEXT,
@@ -37,7 +38,7 @@ from pipeline.secrets.rust import rust_superset
 def _all_rules() -> tuple[Rule, ...]:
     """Specific detectors first: where two find the same secret, the first names it."""
     own = own_rules()
-    return (*own[:3], *token_format_rules(), *detect_secrets_rules(), *own[3:])
+    return (*own[:3], *token_format_rules(), *detect_secrets_rules(), *own[3:], *encoding_rules())
 
 
 @lru_cache(maxsize=1)
@@ -60,8 +61,8 @@ def sample_rules() -> frozenset[int]:
 
 @lru_cache(maxsize=1)
 def _prefilter() -> Regex:
-    """One regex matching wherever any rule might."""
-    return linear.compile("|".join(f"(?:{r.prefilter})" for r in rules()))
+    """One regex matching wherever any rule might (the views' triggers find nothing)."""
+    return linear.compile("|".join(f"(?:{r.prefilter})" for r in rules() if r.name not in TRIGGERS))
 
 
 @lru_cache(maxsize=256)
@@ -247,8 +248,10 @@ def _all_found(
     rule_set: tuple[Rule, ...] | None = None,
     skip: frozenset[int] = frozenset(),
     budget: Budget | None = None,
+    views: bool = True,
 ) -> list[Finding]:
-    """_found on the text and on its view with quotes unescaped (positions in the text)."""
+    """_found on the text and on its view with quotes unescaped, and (views) the findings of
+    its encodings' views (pipeline.secrets.encodings); positions in the text."""
     found = _found(text, only, False, rule_set, skip, budget)
     if budget is not None and "\\" in text:
         budget.spend(len(text))
@@ -264,6 +267,15 @@ def _all_found(
             (orig(s), -(orig(-ne - 1) + 1), k, n)
             for s, ne, k, n in _found(v, only, True, rule_set, skip, budget)
         ]
+    if views:
+
+        def run(seen: str, blob: bool) -> list[Finding]:  # a decoded blob: HIGH rules only
+            high = (skip | sample_rules()) if blob else skip
+            return _all_found(seen, None, rule_set, high, budget, False)
+
+        rs = rules() if rule_set is None else rule_set
+        flags = None if only is None else {rs[k].name for k in only}
+        found += encoded_found(text, rule_set is not None, run, flags)
     return found
 
 
