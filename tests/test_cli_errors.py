@@ -109,6 +109,25 @@ def test_run_lock_is_reentrant_across_sequential_commands(tmp_path):
         assert time.time() - t < 1
 
 
+def test_a_symlinked_lock_file_is_refused_and_never_written_through(tmp_path, cli):
+    cfg = data(tmp_path)
+    run_dir = tmp_path / "runs" / "t"
+    run_dir.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (run_dir / ".lock").symlink_to(victim)
+    res = cli("ingest", "--config", cfg, ok=False)
+    assert res.exit_code == 3
+    line = one_error_line(res)
+    assert str(run_dir / ".lock") in line and "symbolic link" in line and "remove it" in line
+    assert victim.read_text() == "precious\n"
+    assert not (run_dir / "ingest").exists()
+    (run_dir / ".lock").unlink()
+    (run_dir / ".lock").mkdir()  # a folder is refused as plainly
+    res = cli("ingest", "--config", cfg, ok=False)
+    assert res.exit_code == 3 and "is a folder" in one_error_line(res)
+
+
 def test_an_ingest_where_every_record_failed_exits_1(tmp_path, cli):
     (tmp_path / "d.jsonl").write_text("{broken\nnot json either\n")
     res = cli("run", "--config", toml_config(tmp_path, SRC), ok=False)

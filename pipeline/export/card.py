@@ -21,6 +21,7 @@ import yaml
 
 from pipeline.config import Config
 from pipeline.export.split import sharing_change
+from pipeline.parts import remove
 from pipeline.report.render import md_cell_code as code_cell
 from pipeline.report.render import md_text
 from pipeline.runs import StageRun, read_manifest
@@ -286,6 +287,7 @@ def save_hf(files: dict[str, Path], dest: Path) -> None:
     import datasets
 
     cache = dest.with_name(dest.name + ".cache")
+    remove(cache)  # datasets writes its Arrow cache here: never through a link left in place
     datasets.disable_progress_bars()  # the stage prints its own summary
     try:
         parts = {name: _dataset(path, cache) for name, path in files.items()}
