@@ -190,7 +190,7 @@ class PartSink:
     def __init__(self, dest: Path, schema: pa.Schema, part_rows: int = PART_ROWS, **opts: Any):
         self.dest = dest
         self.tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        remove(self.tmp)
         self.tmp.mkdir(parents=True)
         self.schema = schema
         self.part_rows = part_rows
@@ -283,6 +283,16 @@ class Writer:
         for name in self.schemas:
             if self.rows[name]:
                 self._write(name, self.rows[name])
+
+
+def remove(path: Path) -> None:
+    """Remove whatever is at `path`: a folder's tree, or a file or symlink itself (never what
+    a link points at). A temp path is cleared so before it is written: shutil.rmtree refuses
+    a symlink, and a writer given the path would write through it."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
 
 
 def replace_tree(src: Path, dest: Path) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from pipeline.errors import DataError
 from pipeline.executors import batches
 from pipeline.executors.contract import merge
 from pipeline.jit import uncached_kernels
-from pipeline.parts import Parts, Writer, read_schema
+from pipeline.parts import Parts, Writer, read_schema, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
     StageRun,
@@ -93,10 +92,9 @@ class StageIO:
         """A folder output, built in a temp folder renamed over the old one."""
         dest = self.dir / name
         tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove(tmp)  # a symlink left there would have `build` write through it
         build(tmp)
-        shutil.rmtree(dest, ignore_errors=True)
-        os.replace(tmp, dest)
+        replace_tree(tmp, dest)
 
     def progress(self) -> Any:
         return progress()

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import EnvError, UsageError
-from pipeline.parts import PartSink, num_rows
+from pipeline.parts import PartSink, num_rows, remove
 from pipeline.stage import NAMES
 
 MANIFEST = "manifest.json"
@@ -78,7 +79,7 @@ def run_lock(run_dir: Path, root: Path | None = None, create: bool = True) -> It
         raise UsageError(f"{run_dir}: no such run folder")
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_lock(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,6 +96,26 @@ def run_lock(run_dir: Path, root: Path | None = None, create: bool = True) -> It
         yield
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file, opened for writing without following a link: a `.lock` planted as a
+    symlink (or a FIFO, a folder) is refused, never truncated through."""
+    try:
+        fd = os.open(
+            path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644
+        )
+    except OSError:
+        if path.is_symlink() or path.is_dir():
+            kind = "a symbolic link" if path.is_symlink() else "a folder"
+            raise EnvError(
+                f"{path}: the run folder's lock file is {kind}, not a plain file; remove it"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise EnvError(f"{path}: the run folder's lock file is not a regular file; remove it")
+    return fd
 
 
 def check_inside(run_dir: Path, root: Path) -> None:
@@ -161,7 +182,11 @@ def input_fingerprint(path: Path, rev: str | None = None) -> str:
 
 
 def _atomic_tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """The temp path beside `path`, emptied: whatever a killed run (or anyone) left there,
+    a symlink included, is removed, so the writer creates a file of its own."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove(tmp)
+    return tmp
 
 
 @contextmanager

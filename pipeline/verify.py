@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.nfc import nfc_columns
 from pipeline.parts import Parts
 from pipeline.runs import MANIFEST, output_sha, read_manifest, stage_folders
 
@@ -241,10 +242,10 @@ def _known(columns: list[str]) -> pl.Expr:
 
 
 def column_keys(items: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
-    """id, key: the values of `columns` joined (a change is its repo and change); an item
-    with an empty one has no key, so items of unknown change are not one change."""
+    """id, key: the values of `columns` in NFC, joined (a change is its repo and change); an
+    item with an empty one has no key, so items of unknown change are not one change."""
     key = pl.concat_str(columns, separator="\x00").alias("key")
-    return items.filter(_known(columns)).select("id", key)
+    return nfc_columns(items.filter(_known(columns)), columns).select("id", key)
 
 
 CHANGE_COLUMNS = ["repo", "change"]  # a change: its repository and its commit / pull request
@@ -259,6 +260,7 @@ def held_out_sharing_change(splits: pl.DataFrame) -> pl.DataFrame:
     export writes its total to the manifest (`held_out_sharing_change_with_train`), the
     report and the dataset card read it, and verify re-counts it from the split files."""
     key = pl.concat_str(CHANGE_COLUMNS, separator="\x00")
+    splits = nfc_columns(splits, CHANGE_COLUMNS)  # a change's NFD twin is the same change
     train = (
         splits.filter((pl.col("split") == "train") & _known(CHANGE_COLUMNS))
         .select(key.alias("key"))
@@ -283,8 +285,10 @@ def held_out_sharing_change(splits: pl.DataFrame) -> pl.DataFrame:
 def leakage_keys(d: Path, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.DataFrame:
     """id, key of one grouping the export manifest names: a column (or columns) of the splits
     themselves, or a key column of another stage's Parquet (optionally one `scope`)."""
-    if "column" in grouping:
-        return splits.select("id", pl.col(grouping["column"]).alias("key"))
+    if "column" in grouping:  # in NFC, as export grouped them (pipeline/nfc.py)
+        return nfc_columns(splits, [grouping["column"]]).select(
+            "id", pl.col(grouping["column"]).alias("key")
+        )
     if "columns" in grouping:
         return column_keys(splits, grouping["columns"])
     t = pl.scan_parquet(d / grouping["input"])  # only the columns used: 10M rows stay small

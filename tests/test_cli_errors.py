@@ -109,6 +109,82 @@ def test_run_lock_is_reentrant_across_sequential_commands(tmp_path):
         assert time.time() - t < 1
 
 
+def test_a_symlinked_lock_file_is_refused_and_never_written_through(tmp_path, cli):
+    cfg = data(tmp_path)
+    run_dir = tmp_path / "runs" / "t"
+    run_dir.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (run_dir / ".lock").symlink_to(victim)
+    res = cli("ingest", "--config", cfg, ok=False)
+    assert res.exit_code == 3
+    line = one_error_line(res)
+    assert str(run_dir / ".lock") in line and "symbolic link" in line and "remove it" in line
+    assert victim.read_text() == "precious\n"
+    assert not (run_dir / "ingest").exists()
+    (run_dir / ".lock").unlink()
+    (run_dir / ".lock").mkdir()  # a folder is refused as plainly
+    res = cli("ingest", "--config", cfg, ok=False)
+    assert res.exit_code == 3 and "is a folder" in one_error_line(res)
+
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    ("extra", "rules", "expected"),
+    [
+        (
+            "[shapes]\na = " + "[" * DEEP + "]" * DEEP + "\n",
+            None,
+            "invalid TOML: arrays or inline tables nested more than 32 deep (line 9)",
+        ),
+        (
+            '[filter]\nrules = "deep.yaml"\n',
+            "rules: " + "[" * DEEP + "]" * DEEP + "\n",
+            "deep.yaml: invalid YAML (only plain data is allowed): lists or mappings nested",
+        ),
+        (
+            '[filter]\nrules = "deep.yaml"\n',
+            "rules:\n  " + "- " * DEEP + "x\n",
+            "deep.yaml: invalid YAML (only plain data is allowed): lists or mappings nested",
+        ),
+        (
+            '[filter]\nrules = "deep.yaml"\n',
+            "rules: " + "{a: " * DEEP + "1" + "}" * DEEP + "\n",
+            "deep.yaml: invalid YAML (only plain data is allowed): lists or mappings nested",
+        ),
+        (
+            f"[ingest]\nmax_record_bytes = {2**63 - 1}\n",
+            None,
+            "ingest.max_record_bytes: must be <= 1073741824",
+        ),
+        (f"[shapes]\nwindow = {2**63 - 1}\n", None, "shapes.window: must be <= 1048576"),
+        (
+            "[dedup]\nnum_perm = 4194304\nbands = 4194304\nrows = 1\n",
+            None,
+            "dedup.num_perm: must be <= 4096, got 4194304",
+        ),
+    ],
+    ids=["toml", "yaml-flow", "yaml-block", "yaml-mapping", "record", "window", "bands"],
+)
+def test_config_past_its_bounds_is_one_line_exit_2_before_any_stage(
+    tmp_path, cli, extra, rules, expected
+):
+    """Config input never ends in "internal error" (a RecursionError, an overflow) or in
+    "Too many open files" (one per dedup band): exit 2, one line naming the file and key."""
+    cfg = data(tmp_path)
+    cfg.write_text(cfg.read_text() + extra)
+    if rules is not None:
+        (tmp_path / "deep.yaml").write_text(rules)
+    res = cli("run", "--config", cfg, ok=False)
+    line = one_error_line(res)
+    assert res.exit_code == 2, res.output
+    assert expected in line and "internal error" not in line
+    assert str(tmp_path / ("deep.yaml" if rules else "editcurate.toml")) in line
+    assert not (tmp_path / "runs" / "t" / "ingest").exists()
+
+
 def test_an_ingest_where_every_record_failed_exits_1(tmp_path, cli):
     (tmp_path / "d.jsonl").write_text("{broken\nnot json either\n")
     res = cli("run", "--config", toml_config(tmp_path, SRC), ok=False)

@@ -161,6 +161,23 @@ def test_fingerprint_is_stable_and_follows_the_content(tmp_path):
             "dedup.threshold: must be <= 1.0, got 2 (and 1 more)",
         ),
         ("[ingest\n", "invalid TOML"),
+        # bounds: each of these ended in an overflow or "Too many open files" (exit 1 or 3)
+        (
+            f"[ingest]\nmax_record_bytes = {2**63 - 1}\n",
+            f"ingest.max_record_bytes: must be <= 1073741824, got {2**63 - 1} (a longer",
+        ),
+        (
+            f"[shapes]\nwindow = {2**63 - 1}\n",
+            f"shapes.window: must be <= 1048576, got {2**63 - 1} (items per training window",
+        ),
+        (
+            "[dedup]\nnum_perm = 4194304\nbands = 4194304\nrows = 1\n",
+            "dedup.num_perm: must be <= 4096, got 4194304 (each item's signature",
+        ),
+        (
+            "[dedup]\nnum_perm = 4096\nbands = 4096\nrows = 1\n",
+            "dedup.bands: must be <= 512, got 4096 (each band is a working file",
+        ),
     ],
 )
 def test_bad_config_names_the_file_and_the_key(tmp_path, text, expected):
@@ -196,6 +213,41 @@ def test_an_override_with_a_bad_key_path_names_the_override(tmp_path, override, 
     with pytest.raises(ConfigError) as e:
         load_config(write(tmp_path, BASIC), [override])
     assert str(e.value).startswith(f"override {override!r}: ") and expected in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["[" * 100_000 + "]" * 100_000, "{a = " * 100_000 + "1" + "}" * 100_000],
+    ids=["arrays", "inline-tables"],
+)
+def test_nesting_past_the_bound_is_refused_before_parsing(tmp_path, value):
+    """tomllib recurses per level: 100k would be a RecursionError ("internal error")."""
+    p = write(tmp_path, f"[dedup]\nfields = {value}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == (
+        f"{p}: invalid TOML: arrays or inline tables nested more than 32 deep (line 2)"
+    )
+
+
+def test_nesting_is_counted_outside_strings_and_comments_only(tmp_path):
+    deep = "[" * 40
+    strings = [f'"{deep}"', f"'{deep}1'", f'"""\n{deep}2\\"""\n"""', f"'''{deep}3'''"]
+    text = f"[dedup]\nagainst = [{', '.join(strings)}]  # {deep}\nfields = [[[['before']]]]\n"
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    assert str(e.value).endswith("dedup.fields.0: must be a string, got [[['before']]]")
+    nested = "[" * 31 + "'before'" + "]" * 31  # 32 deep with the list around it: read
+    with pytest.raises(ConfigError, match="dedup.fields.0: must be a string"):
+        load_config(write(tmp_path, f"[dedup]\nfields = [{nested}]\n"))
+
+
+def test_an_override_nested_too_deeply_names_the_override(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, BASIC), ["dedup.fields=" + "[" * 100_000])
+    msg = str(e.value)
+    assert msg.startswith("override 'dedup.fields=[[[[") and "nested more than 32 deep" in msg
+    assert len(msg) < 200
 
 
 def test_an_override_with_a_bad_value_names_the_key_and_the_override(tmp_path):

@@ -489,3 +489,33 @@ def test_verify_finds_a_held_out_sharing_count_that_does_not_match(sample_run, t
     assert any(
         "0 held-out items share a change with train, the manifest recorded 5" in x for x in problems
     )
+
+
+def test_the_hf_copy_is_byte_identical_across_exports_of_the_same_data(tmp_path: Path) -> None:
+    """export/hf's state.json fingerprint is the splits' content hash, not one datasets
+    derives from the files' paths and times (or draws at random for an empty split)."""
+    import hashlib
+
+    from pipeline.export.card import save_hf
+    from pipeline.runs import parts_sink
+
+    t = pl.DataFrame({"id": ["a", "b", "c"], "after": ["x", "y", "z"]}).to_arrow()
+
+    def export(run: Path) -> dict[str, str]:
+        files = {}
+        for s, rows in zip(SPLITS, (2, 1, 0), strict=True):
+            files[s] = run / f"{s}.parquet"
+            with parts_sink(files[s], t.schema, {"stage": "export"}, 10) as w:
+                w.write_table(t.slice(0, rows))
+        save_hf(files, run / "hf")
+        return {
+            p.relative_to(run / "hf").as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((run / "hf").rglob("*"))
+            if p.is_file()
+        }
+
+    first, second = export(tmp_path / "r1"), export(tmp_path / "r2")
+    assert "train/state.json" in first and first == second
+    dd = datasets.load_from_disk(str(tmp_path / "r2" / "hf"))
+    assert [dd[s].num_rows for s in SPLITS] == [2, 1, 0]
+    assert dd["train"]["id"] == ["a", "b"]

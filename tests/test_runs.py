@@ -2,7 +2,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.runs import StageRun, parquet_sink, read_manifest, write_parquet
+from pipeline.config import Config
+from pipeline.parts import PartSink
+from pipeline.runner import StageIO
+from pipeline.runs import StageRun, parquet_sink, read_manifest, write_parquet, write_text
 
 SCHEMA = pa.schema([("id", pa.string())])
 
@@ -52,3 +55,33 @@ def test_begin_drops_the_old_manifest_so_a_killed_rerun_is_not_taken_for_done(tm
     stage(tmp_path).begin()
     assert read_manifest(s.dir) is None
     assert not list(s.dir.glob(".*.tmp"))
+
+
+def test_a_symlink_at_a_temp_path_is_replaced_never_written_through(tmp_path):
+    """A writer's temp paths (`.NAME.PID.tmp`, the hf build folder) are cleared first: a link
+    left there, to a file or a folder, is removed, and its target keeps its content."""
+    import os
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    folder = tmp_path / "victim_dir"
+    folder.mkdir()
+    out = tmp_path / "run"
+    out.mkdir()
+    pid = os.getpid()
+    (out / f".r.md.{pid}.tmp").symlink_to(victim)
+    (out / f".x.parquet.{pid}.tmp").symlink_to(victim)
+    (out / f".p.parquet.{pid}.tmp").symlink_to(folder)
+    write_text(out / "r.md", "text")
+    write_parquet(pa.table({"id": ["a"]}, schema=SCHEMA), out / "x.parquet", {})
+    sink = PartSink(out / "p.parquet", SCHEMA)
+    sink.write_table(pa.table({"id": ["a"]}, schema=SCHEMA))
+    sink.close()
+    assert (out / "r.md").read_text() == "text" and not (out / "r.md").is_symlink()
+    assert pq.read_table(out / "x.parquet").num_rows == 1
+    assert pq.read_table(out / "p.parquet").num_rows == 1
+    io = StageIO(Config(), None, StageRun(tmp_path, "run", "f", "c", {}))  # type: ignore[arg-type]
+    (out / f".hf.{pid}.tmp").symlink_to(folder)
+    io.write_tree("hf", lambda dest: (dest.mkdir(), (dest / "f").write_text("built")))
+    assert (out / "hf" / "f").read_text() == "built"
+    assert victim.read_text() == "precious" and list(folder.iterdir()) == []

@@ -8,6 +8,7 @@ several; an unknown key names the closest valid one.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,12 +35,13 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         p = Path(path)
         where = str(p)
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
+            data = read_toml(p.read_text(encoding="utf-8"))
         except (
             FileNotFoundError,
             IsADirectoryError,
             UnicodeDecodeError,
             tomllib.TOMLDecodeError,
+            TooDeep,
         ) as e:
             # other OS errors (permission denied) stay OSErrors: an environment failure, exit 3
             raise ConfigError(f"{p}: {_unreadable(e)}") from None
@@ -48,6 +50,52 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     for ov in overrides or []:
         set_by[apply_override(data, ov)] = ov
     return validate(Config, data, where, set_by=set_by).with_base_dir(base)
+
+
+# Arrays and inline tables nested deeper than this are refused before parsing: a config needs
+# two levels, and tomllib recurses per level, so 100k `[` would end in a RecursionError.
+MAX_NESTING = 32
+_TOKEN = re.compile(r"""\"\"\"|'''|["'#\[\]{}]""")
+_SKIP = {  # from just after a string's or comment's opening to just after its end
+    '"': re.compile(r'(?:\\.|[^"\\\n])*"'),
+    "'": re.compile(r"[^'\n]*'"),
+    '"""': re.compile(r'(?:\\.|[^\\])*?"""', re.S),
+    "'''": re.compile(r".*?'''", re.S),
+    "#": re.compile(r"[^\n]*"),
+}
+
+
+def nesting_line(text: str, limit: int = MAX_NESTING) -> int | None:
+    """The line (1-based) where TOML `text` nests arrays or inline tables more than `limit`
+    deep, or None. Strings and comments are skipped; a text tomllib would refuse anyway may
+    be misread here, and it then fails as invalid TOML."""
+    depth, at = 0, 0
+    while m := _TOKEN.search(text, at):
+        tok, at = m.group(), m.end()
+        if tok in _SKIP:
+            end = _SKIP[tok].match(text, at)
+            if end is None:
+                return None  # an unterminated string: tomllib says where
+            at = end.end()
+        elif tok in "[{":
+            depth += 1
+            if depth > limit:
+                return text.count("\n", 0, m.start()) + 1
+        else:
+            depth = max(depth - 1, 0)
+    return None
+
+
+class TooDeep(ValueError):
+    """TOML nested past MAX_NESTING: refused before parsing."""
+
+
+def read_toml(text: str) -> dict[str, Any]:
+    """tomllib.loads, after refusing nesting deeper than MAX_NESTING (TooDeep)."""
+    line = nesting_line(text)
+    if line is not None:
+        raise TooDeep(f"arrays or inline tables nested more than {MAX_NESTING} deep (line {line})")
+    return tomllib.loads(text)
 
 
 def _unreadable(e: Exception) -> str:
@@ -80,9 +128,10 @@ def updated(model: M, where: str, **changes: Any) -> M:
 
 
 def parse_value(raw: str) -> Any:
-    """A `--set` value: TOML (`5`, `true`, `[0.8, 0.1, 0.1]`, `"x"`), else a bare string."""
+    """A `--set` value: TOML (`5`, `true`, `[0.8, 0.1, 0.1]`, `"x"`), else a bare string;
+    TooDeep for one nested past MAX_NESTING."""
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
+        return read_toml(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         return raw
 
@@ -121,7 +170,10 @@ def apply_override(data: dict[str, Any], text: str) -> str:
                 f"override {text!r}: {'.'.join(parts[:i])} is a value, it has no key {part!r}"
             )
         if i == len(parts) - 1:
-            node[slot] = parse_value(raw)
+            try:
+                node[slot] = parse_value(raw)
+            except TooDeep as e:
+                raise ConfigError(f"override {_short(text)}: the value has {e}") from None
             return key
         container = list if get_origin(tp) is list else dict
         if isinstance(node, dict) and slot not in node:
@@ -199,7 +251,11 @@ def describe(err: Mapping[str, Any], root: type[BaseModel], prefix: str = "") ->
         return key, f"{key}: {what}, got {_short(value)}"
     if typ in _BOUNDS:
         name, op = _BOUNDS[typ]
-        return key, f"{key}: must be {op} {ctx.get(name)}, got {_short(value)}"
+        line = f"{key}: must be {op} {ctx.get(name)}, got {_short(value)}"
+        owner = _model_at(root, err["loc"][:-1])
+        field = owner.model_fields.get(str(err["loc"][-1])) if owner else None
+        why = field.description if field is not None and typ == "less_than_equal" else None
+        return key, f"{line} ({why})" if why else line
     if typ == "too_short" and "min_length" in ctx:
         return key, f"{key}: needs at least {ctx['min_length']} (got {_short(value)})"
     if typ in ("value_error", "assertion_error") and problem is not None:

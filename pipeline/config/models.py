@@ -186,7 +186,14 @@ class IngestConfig(Section):
     # folder); "": the config's folder. One `--set ingest.root=...` moves every source
     root: str = ""
     batch_size: int = Field(default=10_000, ge=1)
-    max_record_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    # a longer input line or record is an error record; bounded: the readers take it as a
+    # buffer size, and 2**63 - 1 overflowed one (exit 1, "internal error")
+    max_record_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1,
+        le=1 << 30,
+        description="a longer record is an error record, not an item",
+    )
     # bigger JSON-lines files / Parquet tables are read in pieces this big (ingest/shards.py)
     shard_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     bot_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_BOT_PATTERNS))
@@ -229,6 +236,11 @@ class FilterConfig(Section):
     batch_size: int = Field(default=100_000, ge=1)  # items per batch: bounds memory only
 
 
+MAX_PERM = 4096  # dedup.num_perm
+MAX_BANDS = 512  # dedup.bands: one open working file each
+MAX_WINDOW = 1 << 20  # shapes.window
+
+
 class DedupConfig(Section):
     """The dedup and tune stages (pipeline/dedup/)."""
 
@@ -246,9 +258,22 @@ class DedupConfig(Section):
     fields: list[str] = Field(default_factory=lambda: ["before", "after"], min_length=1)
     shingle: ShingleMode = "tokens"  # tokens (code-aware \w+|[^\w\s]) or chars (code points)
     ngram: int = Field(default=5, ge=1)  # tokens (or chars) per shingle
-    num_perm: int = Field(default=256, ge=1)  # MinHash permutations (datasketch affine32)
+    # MinHash permutations (datasketch affine32): every item's signature holds num_perm uint32
+    num_perm: int = Field(
+        default=256,
+        ge=1,
+        le=MAX_PERM,
+        description="each item's signature holds num_perm 32-bit values",
+    )
     seed: int = Field(default=1, ge=0, lt=1 << 32)  # permutation seed, as datasketch.MinHash
-    bands: int = Field(default=32, ge=1)  # LSH bands x rows: 32 x 8 gives P(J=0.8) = 0.997
+    # LSH bands x rows: 32 x 8 gives P(J=0.8) = 0.997. Each band is a working file held open
+    # while items are scanned, so bands stays well under the usual open-file limit (1024)
+    bands: int = Field(
+        default=32,
+        ge=1,
+        le=MAX_BANDS,
+        description="each band is a working file dedup holds open",
+    )
     rows: int = Field(default=8, ge=1)
     # A band bucket with more items is scanned pairwise on signatures instead of expanded to
     # all its pairs; one with more than max_bucket items is skipped and reported.
@@ -344,7 +369,13 @@ class ShapesConfig(Section):
     cap_digit_only: int = Field(default=1, ge=1)  # cap: items kept per digit-only group
     cap_other: int = Field(default=2, ge=1)  # cap: items kept per other group
     context_key: bool = False  # add the nearest context line to the group key
-    window: int = Field(default=16, ge=1)  # spread: items per window (micro-batch x accum)
+    # spread: items per window (micro-batch x accum)
+    window: int = Field(
+        default=16,
+        ge=1,
+        le=MAX_WINDOW,
+        description="items per training window: micro-batch x gradient accumulation",
+    )
     seed: int = Field(default=0, ge=0, lt=1 << 32)  # spread: seed of the batch order
 
 

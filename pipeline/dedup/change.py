@@ -58,6 +58,7 @@ from pipeline.dedup.shingles import (
     murmur3_32,
     shingle_hash,
 )
+from pipeline.nfc import nfc_text
 
 SPAN_FIELD = "change"  # the field tag of the spans' shingles, one for both sides
 TEXT_FIELD = "text"  # the field tag of the sides' own shingles
@@ -114,7 +115,9 @@ def change_span(before: str, after: str) -> tuple[str, str]:
 
 
 def change_elements(before: str, after: str, n: int) -> set[int]:
-    """The change set of one edit (module docstring), as hashes: the reference."""
+    """The change set of one edit (module docstring), as hashes: the reference. The text is
+    taken in NFC, as change_sets' kernel reads it (pipeline/nfc.py)."""
+    before, after = nfc_text(before), nfc_text(after)
     return _changed(before, after, n) | text_elements(before, 0, n) | text_elements(after, 1, n)
 
 

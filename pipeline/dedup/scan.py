@@ -2,7 +2,8 @@
 
 Per row only small columns stay in memory: the id (every output names items by it), the
 values the keeper rank sorts by, whether the row is blank, and a 128-bit hash of its
-shingled text (rows with equal hashes have the same content: exact duplicates need no text).
+shingled text in NFC (rows with equal hashes have the same content: exact duplicates need no
+text; an edit and its NFD twin are exact duplicates).
 Shingle sets and band keys go to the working files (store.py) as each batch is done, so the
 text of only one batch is ever held.
 
@@ -28,6 +29,7 @@ from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import permutations
 from pipeline.dedup.shingles import signed_sets
 from pipeline.dedup.store import Store, release
+from pipeline.nfc import nfc_columns
 
 SUB_BATCH = 25_000  # rows shingled at once: the shingle kernel's buffer is 4 bytes per byte
 HASH_SEEDS = (0, 0x9E3779B97F4A7C15)
@@ -65,7 +67,8 @@ def rank_order(frame: pl.DataFrame, d: DedupConfig, first: np.ndarray | None = N
 
 def content_hash(text: pl.DataFrame, fields: list[str]) -> pl.DataFrame:
     """`_h0`, `_h1`: two 64-bit hashes of each row's fields (null as ""); equal text gives
-    equal hashes, and 128 bits make a collision of distinct text out of reach."""
+    equal hashes, and 128 bits make a collision of distinct text out of reach. The caller
+    gives the text in NFC (scan_batch), so NFC and NFD twins are exact duplicates."""
     s = pl.struct([pl.col(f).cast(pl.String).fill_null("") for f in fields])
     return text.select(
         s.hash(seed=HASH_SEEDS[0]).alias("_h0"), s.hash(seed=HASH_SEEDS[1]).alias("_h1")
@@ -93,7 +96,8 @@ def scan_batch(batch: pa.RecordBatch | pa.Table, ctx: Any) -> tuple[dict[str, An
         for i, k in enumerate(d.keeper)
     ]
     df = pl.DataFrame(pl.from_arrow(batch))
-    text = df.select(pl.col(f).fill_null("") for f in fields)
+    # NFC (pipeline/nfc.py): an edit and its NFD twin hash and shingle alike
+    text = nfc_columns(df.select(pl.col(f).fill_null("") for f in fields), fields)
     small = df.select("id", *ranks).with_columns(text.select(blank).to_series())
     del df
     sh, ch, keys = _Csr(), _Csr(), []

@@ -11,7 +11,9 @@ The shingle hash, precisely (`shingle_hash` is the reference; the batch kernel m
     hash    = murmur3_32(struct.pack("<%dI" % (k + 1), tag(f), t(tok_1), ..., t(tok_k)), seed=0)
 
 An item's shingle set is the union over its fields (the tag keeps `x` in `before` apart from
-`x` in `after`). No lower-casing or digit normalisation: that belongs to the shapes stage.
+`x` in `after`). The text is taken in Unicode NFC (pipeline/nfc.py), so an edit and its NFD
+twin share every shingle. No lower-casing or digit normalisation: that belongs to the shapes
+stage.
 The batch kernel (shingle_kernels.py) tokenises the Arrow UTF-8 buffers directly (a code-point
 class table built from Python's own `re`, so `\\w`/`\\s` agree with `re` for every code point)
 and hashes each token's bytes in place: no Python object per token, item or shingle.
@@ -28,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.dedup.shingle_kernels import shingle_kernel
+from pipeline.nfc import nfc_array, nfc_text
 from pipeline.schema import TOKEN_PATTERN
 
 TOKEN_RE = re.compile(TOKEN_PATTERN)
@@ -74,7 +77,9 @@ def field_tag(field: str) -> int:
 
 
 def tokens(text: str, mode: str = "tokens") -> list[str]:
-    """The tokens of one field's text: code-aware words and single symbols, or code points."""
+    """The tokens of one field's text in NFC: code-aware words and single symbols, or code
+    points."""
+    text = nfc_text(text)
     return list(text) if mode == "chars" else TOKEN_RE.findall(text)
 
 
@@ -128,10 +133,12 @@ def ascii_hashes() -> np.ndarray:
 
 
 def _chunks(c: pa.Array | pa.ChunkedArray):
-    """(offsets, bytes) of each chunk of a string column, without copying the text."""
+    """(offsets, bytes) of each chunk of a string column in NFC (pipeline/nfc.py), without
+    copying ASCII text."""
     for a in c.chunks if isinstance(c, pa.ChunkedArray) else [c]:
         if a.type not in (pa.string(), pa.large_string()):
             a = a.cast(pa.large_string())
+        a = nfc_array(a)
         if a.null_count:
             import pyarrow.compute as pc  # here: importing it costs 25 ms, most text has no nulls
 

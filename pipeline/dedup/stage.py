@@ -59,7 +59,7 @@ from pipeline.dedup.scan import collect, exact_groups, scan_batch, scan_context
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
 from pipeline.executors import batches
-from pipeline.parts import Writer
+from pipeline.parts import Writer, remove
 from pipeline.runs import read_manifest
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     index = ix.load([cfg.resolve(e) for e in d.against], d) if d.against else None
     # Shingle sets, band keys and the scattered outputs live here (store.py, write.py): on
     # the run's own disk, removed whatever happens.
-    for old in io.dir.glob(".dedup-work.*"):  # left by a run that was killed
-        shutil.rmtree(old, ignore_errors=True)
+    for old in io.dir.glob(".dedup-work.*"):  # left by a run that was killed (or a link)
+        remove(old)
     work = io.dir / f".dedup-work.{os.getpid()}"
     try:
         store = Store(work / "store", d.num_perm, d.seed, d.bands, d.rows, d.checks_change)

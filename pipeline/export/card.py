@@ -21,9 +21,10 @@ import yaml
 
 from pipeline.config import Config
 from pipeline.export.split import sharing_change
+from pipeline.parts import remove
 from pipeline.report.render import md_cell_code as code_cell
 from pipeline.report.render import md_text
-from pipeline.runs import StageRun, read_manifest
+from pipeline.runs import StageRun, output_sha, read_manifest
 from pipeline.schema import column_doc
 from pipeline.stage import NAMES, SPLITS
 
@@ -264,17 +265,24 @@ def card(
 
 def _dataset(path: Path, cache: Path) -> Any:
     """A split as a datasets.Dataset memory-mapped from the Parquet file (an empty one,
-    which `from_parquet` refuses, from its schema)."""
+    which `from_parquet` refuses, from its schema).
+
+    Its fingerprint (state.json's `_fingerprint`) is the split files' content hash: datasets
+    would derive one from the files' paths and times, or draw a random one, so two exports of
+    the same data would differ in that one line."""
     import datasets
     import pyarrow.parquet as pq
     from datasets.table import InMemoryTable
 
     from pipeline.parts import num_rows, part_files
 
+    fingerprint = output_sha(path)[:16]
     if num_rows(path) == 0:
-        return datasets.Dataset(InMemoryTable(pq.read_table(path)))
+        return datasets.Dataset(InMemoryTable(pq.read_table(path)), fingerprint=fingerprint)
     files = [str(f) for f in part_files(path)]
-    return datasets.Dataset.from_parquet(files, cache_dir=str(cache), keep_in_memory=False)
+    ds = datasets.Dataset.from_parquet(files, cache_dir=str(cache), keep_in_memory=False)
+    # the same memory-mapped table, under the content fingerprint
+    return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
 
 
 def save_hf(files: dict[str, Path], dest: Path) -> None:
@@ -286,6 +294,7 @@ def save_hf(files: dict[str, Path], dest: Path) -> None:
     import datasets
 
     cache = dest.with_name(dest.name + ".cache")
+    remove(cache)  # datasets writes its Arrow cache here: never through a link left in place
     datasets.disable_progress_bars()  # the stage prints its own summary
     try:
         parts = {name: _dataset(path, cache) for name, path in files.items()}

@@ -6,8 +6,10 @@ near-duplicate edges, wider than the star that chose its keeper), its shape grou
 `export.scope`, its normalised edit (shapes' corpus-wide `edit` scope: the same before and
 after once digits, versions, hashes and whitespace are normalised, in any file or repository)
 and, with split_by = "repo", its repository (with "change", its change: every hunk of one
-commit or pull request). So a version bump in validation never has its
-twin in train, and no normalised edit appears in two splits.
+commit or pull request); repository and change keys are taken in Unicode NFC, as dedup's and
+shapes' keys are (pipeline/nfc.py), so an item and its NFD twin share every group. So a
+version bump in validation never has its twin in train, and no normalised edit appears in two
+splits.
 
 Split rules (export.split_by):
 - ratio: groups in a seeded order (sha256 of seed and the group's smallest id) are laid end
@@ -37,6 +39,7 @@ import polars as pl
 
 from pipeline.config import ExportConfig, iso_cutoff
 from pipeline.dedup import clusters as C
+from pipeline.nfc import nfc_columns
 from pipeline.stage import SPLITS
 from pipeline.verify import (
     CHANGE_COLUMNS,
@@ -81,7 +84,7 @@ def groupings(
             )
         )
     if e.split_by == "repo":
-        out.append(("repo", items.select("id", pl.col("repo").alias("key"))))
+        out.append(("repo", nfc_columns(items, ["repo"]).select("id", pl.col("repo").alias("key"))))
     if e.split_by == "change":
         out.append(("change", column_keys(items, CHANGE_COLUMNS)))
     return out

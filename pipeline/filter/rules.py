@@ -27,6 +27,7 @@ from pipeline.schema import TEXT_FIELDS
 # pipeline/rules: the repository's top-level rules/ (a link in a checkout, package data in a wheel)
 RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
 ACTIONS = ("drop", "flag")
+MAX_NESTING = 32  # lists and mappings in a rules file: the shipped ones need five
 
 
 class RulesError(ValueError):
@@ -216,11 +217,22 @@ class _PlainLoader(yaml.SafeLoader):
     """safe_load without anchors and aliases: a rules file is plain data, and an alias bomb
     (9 levels of 9 aliases) would expand to billions of nodes in a message or a fingerprint."""
 
+    depth = 0
+
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
             raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", mark)
-        return super().compose_node(parent, index)
+        # composing recurses per level: 100k nested lists would end in a RecursionError
+        if self.depth >= MAX_NESTING:
+            mark = self.peek_event().start_mark
+            msg = f"lists or mappings nested more than {MAX_NESTING} deep"
+            raise yaml.composer.ComposerError(None, None, msg, mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

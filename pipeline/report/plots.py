@@ -1,4 +1,10 @@
-"""Report plots: matplotlib (Agg) PNGs, sized to read at 100% in a browser (800 x 360 px)."""
+"""Report plots: matplotlib (Agg) PNGs, sized to read at 100% in a browser (800 x 360 px).
+
+Every string drawn goes through `plain` first: matplotlib reads text with two unescaped `$` as
+mathtext, so a repository named `o/$\\x$` would fail the whole report (an unknown symbol) and
+one named `$x^2$` would be drawn as a formula. Escaped, each `$` is drawn as written. Log axes
+keep their own mathtext tick labels (10^3): those come from matplotlib, not the data.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +21,12 @@ from pipeline.runs import atomic_path  # noqa: E402
 
 SIZE = (8, 3.6)
 DPI = 100
+
+
+def plain(text: object) -> str:
+    """`text` as matplotlib draws it literally: every `$` escaped, so no mathtext is parsed
+    (matplotlib shows `\\$` as `$`; a backslash before it stays as written)."""
+    return str(text).replace("$", r"\$")
 
 
 def _save(fig, path: Path) -> str:
@@ -57,9 +69,9 @@ def hist(
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     if integer_x:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set_title(plain(title))
+    ax.set_xlabel(plain(xlabel))
+    ax.set_ylabel(plain(ylabel))
     return _save(fig, path)
 
 
@@ -69,10 +81,11 @@ def bars(
     """Horizontal bars, largest on top."""
     h = max(2.0, 0.28 * len(labels) + 1.0)
     fig, ax = plt.subplots(figsize=(SIZE[0], h))
-    ax.barh(list(labels)[::-1], list(counts)[::-1], color="#55a868")
+    # category tick labels: the data itself (repositories, languages, file types)
+    ax.barh([plain(x) for x in labels][::-1], list(counts)[::-1], color="#55a868")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
+    ax.set_title(plain(title))
+    ax.set_xlabel(plain(xlabel))
     ax.tick_params(axis="y", labelsize=8)
     return _save(fig, path)
 
@@ -86,7 +99,7 @@ def jaccard(verified: Sequence[float], below: Sequence[float], threshold: float,
         bins=bins,
         stacked=True,
         color=["#dd8452", "#4c72b0"],
-        label=[f"below {threshold} (kept apart)", f">= {threshold} (duplicates)"],
+        label=[plain(f"below {threshold} (kept apart)"), plain(f">= {threshold} (duplicates)")],
     )
     ax.axvline(threshold, color="grey", ls="--", lw=1)
     ax.set_xlabel("exact shingle Jaccard")
@@ -108,10 +121,10 @@ def curve(
     """Line plot of several series over one x."""
     fig, ax = plt.subplots(figsize=SIZE)
     for name, ys in series.items():
-        ax.plot(list(xs), list(ys), marker="o", ms=3, label=name)
+        ax.plot(list(xs), list(ys), marker="o", ms=3, label=plain(name))
     if vline is not None:
         ax.axvline(vline, color="grey", ls="--", lw=1)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
+    ax.set_title(plain(title))
+    ax.set_xlabel(plain(xlabel))
     ax.legend(fontsize=8)
     return _save(fig, path)

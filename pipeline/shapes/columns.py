@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from pipeline.config import SHAPE_SCOPES, ShapesConfig
 from pipeline.dedup.clusters import TIE_BREAK, rank_exprs
+from pipeline.nfc import nfc_columns
 from pipeline.shapes import kernels as K
 from pipeline.shapes.normalise import (
     _COUNTS,
@@ -122,6 +123,10 @@ def _where(scope: str, path_in_key: bool) -> pl.Expr:
     return pl.concat_str([*cols, *(["path"] if path_in_key else [])], separator="\0")
 
 
+# the item columns a group key is made of (shape_columns and _where)
+KEY_COLUMNS = ["before", "after", "context", "repo", "change", "path"]
+
+
 def rank_columns(keeper: list[str]) -> list[tuple[int, str]]:
     """(k, input column) of the `_rank{k}` keys that are a plain column the key frame keeps
     anyway ("id"): cap aliases them then instead of holding a second copy."""
@@ -138,9 +143,14 @@ def key_frame(
     """The compact rows of the items df (input rows offset...): _row, id, digit_only,
     shape_text, per scope `_k_<scope>` / `_l_<scope>` (the group key's sha256: the hex
     shape_key's 64 bits, then 64 more that tell keys apart) and, for the policy: cap's
-    `_rank<k>` columns (keeper given), spread's `_ih` (the item's seeded hash)."""
-    cols = shape_columns(df, s.context_key)
-    base = pl.concat([df.select("id", "repo", "change", "path"), cols], how="horizontal")
+    `_rank<k>` columns (keeper given), spread's `_ih` (the item's seeded hash).
+
+    Every key is taken over the text in NFC (pipeline/nfc.py): an edit and its NFD twin
+    share each group. The rank and `_ih` columns read the items as they are."""
+    keyed = nfc_columns(df, KEY_COLUMNS)
+    cols = shape_columns(keyed, s.context_key)
+    base = pl.concat([keyed.select("id", "repo", "change", "path"), cols], how="horizontal")
+    del keyed
     shape = pl.concat_str(
         [pl.col("digit_only").cast(pl.String), pl.col("_ctx"), pl.col("shape_text")],
         separator="\x1f",
