@@ -255,15 +255,18 @@ class StageRun:
         }
 
     def is_fresh(self) -> bool:
-        """True when a finished manifest matches this fingerprint and inputs, outputs intact."""
+        """True when a finished manifest matches this fingerprint and inputs, and every output
+        still has the size and the sha256 recorded: content, so a same-size byte flip in a
+        part is redone rather than skipped (the size is compared first, as it costs nothing)."""
         m = read_manifest(self.dir)
         if not m or m.get("fingerprint") != self.fingerprint or m.get("inputs") != self.inputs:
             return False
-        for name, out in m.get("outputs", {}).items():
+        outs = m.get("outputs", {})
+        for name, out in outs.items():
             p = self.dir / name
-            if not p.exists() or output_size(p) != out.get("bytes"):
+            if not isinstance(out, dict) or not p.exists() or output_size(p) != out.get("bytes"):
                 return False
-        return True
+        return all(output_sha(self.dir / n) == o.get("sha256") for n, o in outs.items())
 
     def begin(self) -> None:
         """Drop the old manifest first, so a run killed midway is never mistaken for done."""
