@@ -160,6 +160,22 @@ def input_fingerprint(path: Path, rev: str | None = None) -> str:
     return "sha256:" + file_sha256(path)
 
 
+def input_state(path: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+    """What a file's (or a folder's files') stat says of its content: (name, size, mtime,
+    ctime, inode). Any write moves the ctime, which no one can set back, so equal states
+    before and after a read mean no file was written in between (restored bytes included)."""
+    files = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:  # gone since it was listed: a change
+            out.append((f.as_posix(), -1, 0, 0, 0))
+            continue
+        out.append((f.as_posix(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(out)
+
+
 def _atomic_tmp(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
