@@ -7,7 +7,9 @@ Parquet file can hold a 300 MiB string."""
 
 from __future__ import annotations
 
+import gzip
 import subprocess
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -15,10 +17,11 @@ import datasets
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from pipeline import Pipeline
 from pipeline.ingest.base import IngestContext, Record, RecordError
-from pipeline.ingest.count import count_csv
+from pipeline.ingest.count import count_csv, count_lines
 from pipeline.ingest.sources import git as gitsrc
 from pipeline.ingest.sources import hf, table
 from pipeline.verify import verify_run
@@ -113,7 +116,7 @@ def test_a_saved_dataset_row_over_the_limit_is_an_error(tmp_path):
 
 def test_a_csv_row_over_the_limit_is_an_error_and_the_next_row_reads(tmp_path):
     p = tmp_path / "e.csv"
-    multi = "y\n" * (BIG // 2)  # a quoted field of many lines
+    multi = ("y" * (BIG // 8) + "\n") * 3  # a quoted field of a few long lines
     p.write_text(f'old,new,msg\na,b,m\na,{"x" * BIG},m\n"a","{multi}",m\nc,d,m\n')
     recs = read_source(table, p, fields=MAP, ctx=ctx())
     assert [it.after for it in items(recs)] == ["b", "d"]
@@ -165,3 +168,74 @@ def test_a_git_hunk_or_subject_over_the_limit_is_not_an_item(tmp_path):
     assert isinstance(err, RecordError) and "its commit line" in err.reason
     assert err.reason.endswith(" > 4096 (field 'comment', the commit subject: 4070 bytes)")
     assert len(items(recs.values())) == 1  # the first commit's
+
+
+# --- blank-line floods ---------------------------------------------------------------------
+
+FLOOD = 20 * 2**20  # blank lines: 20 KB gzipped
+
+
+def _flood(path: Path, head: bytes, rec: bytes, blank: bytes = b"\n") -> Path:
+    with gzip.open(path, "wb", compresslevel=9) as f:
+        f.write(head + rec)
+        for _ in range(FLOOD // 2**20):
+            f.write(blank * 2**20)
+        f.write(rec)
+    return path
+
+
+@pytest.mark.parametrize("blank", [b"\n", b"\r\n", b" \t\n"])
+def test_a_flood_of_blank_json_lines_streams_in_bounded_time(tmp_path, blank):
+    rec = b'{"old": "a", "new": "b", "msg": "m"}\n'
+    p = _flood(tmp_path / "f.jsonl.gz", b"", rec, blank)
+    assert p.stat().st_size < 200_000
+    t = time.perf_counter()
+    recs = read_source(table, p, fields=MAP)
+    n = count_lines(p, 8 << 20)
+    assert time.perf_counter() - t < 5
+    assert [r.ref for r in recs] == ["line 1", f"line {FLOOD + 2}"]  # blank lines still counted
+    assert n == 2
+
+
+def test_a_flood_of_blank_csv_lines_streams_in_bounded_time(tmp_path):
+    p = _flood(tmp_path / "f.csv.gz", b"old,new,msg\n", b"a,b,m\n")
+    t = time.perf_counter()
+    recs = read_source(table, p, fields=MAP)
+    n = count_csv(p, 8 << 20, ",")
+    assert time.perf_counter() - t < 5
+    assert [r.ref for r in recs] == ["row 1 (line 2)", f"row 2 (line {FLOOD + 3})"]
+    assert n == 2
+
+
+def test_the_stage_ingests_a_blank_flood_in_bounded_time(tmp_path):
+    p = _flood(tmp_path / "f.jsonl.gz", b"", b'{"before": "a", "after": "b"}\n')
+    t = time.perf_counter()
+    m = Pipeline.from_paths(p, out=tmp_path / "run").run(until="ingest").results[0].manifest
+    assert time.perf_counter() - t < 10
+    assert m["counts"]["records_in"] == 2 and m["counts"]["items_out"] == 2
+    assert verify_run(tmp_path / "run")[0] == []
+
+
+def test_a_blank_line_over_the_limit_amid_a_run_is_still_its_own_error(tmp_path):
+    """Skipping blank lines in bulk keeps the readers' rules: a whitespace line over the limit
+    is a record (an error), counted by count.py too, and line numbers stay the file's."""
+    limit = 100
+    rec = '{"old": "a", "new": "b", "msg": "m"}\n'
+    text = rec + "\n" * 300 + " " * 150 + "\n" + "\r\n" * 300 + rec
+    p = tmp_path / "b.jsonl"
+    p.write_text(text)
+    recs = read_source(table, p, fields=MAP, ctx=ctx(limit))
+    assert [(r.ref, getattr(r, "reason", "item")) for r in recs] == [
+        ("line 1", "item"),
+        ("line 302", f"record too large: 150 bytes > {limit}"),
+        ("line 603", "item"),
+    ]
+    assert count_lines(p, limit) == 3
+    c = tmp_path / "b.csv"
+    c.write_text("old,new,msg\n" + "\n" * 300 + " " * 150 + "\n" + "\n" * 300 + "a,b,m\n")
+    recs = read_source(table, c, fields=MAP, ctx=ctx(limit))
+    assert [(r.ref, getattr(r, "reason", "item")) for r in recs] == [
+        ("row 1 (line 302)", f"record too large: 150 bytes > {limit}"),
+        ("row 2 (line 603)", "item"),
+    ]
+    assert count_csv(c, limit, ",") == 2

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from pipeline.ingest.jsonio import skip_rest
-from pipeline.ingest.opening import READ_ERRORS
+from pipeline.ingest.opening import BLANK_RUN, READ_ERRORS, skip_blank_lines
 
 RAW_KEEP = 16 * 1024
 
@@ -73,6 +73,12 @@ class PhysicalLines:
             return self.n, Marker(f"record too large: {len(body)} bytes > {limit}", body[:RAW_KEEP])
         return self.n, line
 
+    def skip_blank(self) -> None:
+        """Skip the blank lines that follow in bulk (opening.skip_blank_lines), when none was
+        pushed back: for a reader between records, never inside a quoted field."""
+        if not self.back and not self.ended:
+            self.n += skip_blank_lines(self.f, self.limit)
+
     def push(self, items: Sequence[tuple[int, bytes | Marker]]) -> None:
         self.back.extendleft(reversed(items))
 
@@ -97,6 +103,7 @@ def iter_csv_records(f: BinaryIO, limit: int, delimiter: str) -> Iterator[CsvRec
     error. Blank lines are not records."""
     lines = PhysicalLines(f, limit)
     width: int | None = None
+    blanks = 0  # consecutive blank lines: after BLANK_RUN of them the run is skipped in bulk
     while (first := lines.next()) is not None:
         no, line = first
         if isinstance(line, Marker):
@@ -105,7 +112,11 @@ def iter_csv_records(f: BinaryIO, limit: int, delimiter: str) -> Iterator[CsvRec
                 return
             continue
         if not line.strip():
+            blanks += 1
+            if blanks >= BLANK_RUN:
+                lines.skip_blank()
             continue
+        blanks = 0
         taken: list[tuple[int, bytes]] = [(no, line)]
         row, error = _parse(line, lines, taken, limit, delimiter)
         if row is not None and width is not None and len(taken) > 1 and len(row) != width:
