@@ -232,13 +232,13 @@ SR, SF, IF, IQ, QQ, EC = range(
 
 def count_csv(path: Path, limit: int, delimiter: str) -> int:
     """CSV records by csvio's rule, counted with an own state machine (strict quoting)."""
-    from pipeline.ingest.csvio import Marker, PhysicalLines
+    from pipeline.ingest.csvio import Marker, PhysicalLines, cr_line_ends
 
     delim = delimiter.encode()[0]
     stop = re.compile(b"[" + re.escape(delimiter.encode()) + rb"\r\n]")
     n, width, blanks = 0, None, 0
     with open_source(path) as f:
-        lines = PhysicalLines(f, limit)
+        lines = PhysicalLines(f, limit, cr_line_ends(path))
         while (first := lines.next()) is not None:
             line = first[1]
             if isinstance(line, Marker):

@@ -3,9 +3,11 @@
 Every file reader (JSON, CSV, the independent counters) opens its input through
 `open_source`, so they all see the same bytes: the file decompressed when it starts with the
 gzip magic bytes (several members are read one after the other), without a UTF-8 BOM, and
-transcoded to UTF-8 when a UTF-16 or UTF-32 BOM says the text is in one of those. A byte
-sequence the BOM's encoding cannot decode (an unpaired surrogate, an odd last byte) becomes
-bytes that are not valid UTF-8, so the record holding it is an error, not the file.
+transcoded to UTF-8 when a UTF-16 or UTF-32 BOM says the text is in one of those, or, with no
+BOM, when the NUL bytes of its first KiB say it is UTF-16 (`utf16_guess`: text in UTF-16 has
+a NUL in every other byte wherever it is ASCII, which JSON and CSV punctuation is). A byte
+sequence the encoding cannot decode (an unpaired surrogate, an odd last byte) becomes bytes
+that are not valid UTF-8, so the record holding it is an error, not the file.
 
 A FIFO, a device, a socket or a folder where a file is expected is refused before anything
 is opened for reading (`/dev/zero` would never end, a FIFO would wait for a writer forever).
@@ -41,6 +43,7 @@ BOMS = (
     (b"\xfe\xff", "utf-16-be", "UTF-16-BE"),
 )
 _BAD = "\udcff"  # what an undecodable code unit becomes: encodes to bytes that are not UTF-8
+SNIFF = 1024  # bytes of a file without a BOM looked at for UTF-16
 
 
 def _mark_undecodable(e: UnicodeError) -> tuple[str, int]:
@@ -145,10 +148,11 @@ class CountingReader(io.RawIOBase):
 
 
 class _Decoded(io.RawIOBase):
-    """UTF-8 bytes from `f`: `prefix` first, then the rest, transcoded when `codec` is set."""
+    """UTF-8 bytes from `f`: `prefix` first, then the rest, transcoded when `codec` is set.
+    `error`, met while the prefix was read, is raised where it was met: after the prefix."""
 
-    def __init__(self, f: BinaryIO, prefix: bytes, codec: str):
-        self.f, self.pending = f, prefix
+    def __init__(self, f: BinaryIO, prefix: bytes, codec: str, error: BaseException | None):
+        self.f, self.pending, self.error = f, prefix, error
         self.dec = codecs.getincrementaldecoder(codec)("editcurate.undecodable") if codec else None
         self.done = False
         if self.dec is not None:
@@ -162,6 +166,9 @@ class _Decoded(io.RawIOBase):
         return text.encode("utf-8", "surrogatepass")
 
     def readinto(self, b) -> int:
+        if not self.pending and self.error is not None:
+            error, self.error = self.error, None
+            raise error
         while not self.pending and not self.done:
             data = self.f.read1(CHUNK)  # type: ignore[attr-defined]
             if self.dec is None:
@@ -203,14 +210,47 @@ def open_source(
             head = inner.read(4)
         except READ_ERRORS:
             head = b""  # met again by the reader's first read, which records it
-        codec, name = "", "UTF-8"
+        codec, name, error = "", "UTF-8", None
         for bom, enc, label in BOMS:
             if head.startswith(bom):
                 head, codec, name = head[len(bom) :], enc, label
                 break
-        stream = io.BufferedReader(_Decoded(inner, head, codec), CHUNK)
+        else:
+            head, error = _read_more(inner, head, SNIFF)
+            guess = utf16_guess(head)
+            if guess is not None:
+                codec, name = guess, f"{guess.upper()} (no BOM)"
+        stream = io.BufferedReader(_Decoded(inner, head, codec, error), CHUNK)
         stream.encoding_name = name  # type: ignore[attr-defined]
         yield stream  # type: ignore[misc]
+
+
+def _read_more(f: BinaryIO, head: bytes, size: int) -> tuple[bytes, BaseException | None]:
+    """`head` and what follows it up to `size` bytes, read a chunk at a time (read1), so a read
+    error keeps what came before it; the error is returned, to be raised in its place."""
+    read1 = f.read1  # type: ignore[attr-defined]
+    try:
+        while len(head) < size and (data := read1(size - len(head))):
+            head += data
+    except READ_ERRORS as e:
+        return head, e
+    return head, None
+
+
+def utf16_guess(head: bytes) -> str | None:
+    """The codec ("utf-16-le", "utf-16-be") of a file without a BOM whose first bytes are
+    UTF-16: NULs in at least a third of the code units' high bytes and (almost) none in their
+    low bytes, and no NUL code unit; None for anything else (UTF-8 has no NUL; a binary file
+    has them in both halves)."""
+    n = len(head) // 2
+    if n < 2:
+        return None
+    evens, odds = head[0 : 2 * n : 2], head[1 : 2 * n : 2]
+    for high, low, codec in ((odds, evens, "utf-16-le"), (evens, odds, "utf-16-be")):
+        if high.count(0) * 3 >= n and low.count(0) * 50 <= n:
+            if not any(lo == 0 and hi == 0 for lo, hi in zip(low, high, strict=True)):
+                return codec
+    return None
 
 
 # --- blank lines ------------------------------------------------------------------------
@@ -246,6 +286,15 @@ def skip_blank_lines(f: BinaryIO, limit: int) -> int:
         f.read(end)  # from the buffer peeked: no read of the file
         if end < len(buf):
             return n
+
+
+def encoding_of(path: Path) -> str:
+    """What open_source reads the file as ("UTF-8", "UTF-16-LE", "UTF-16-LE (no BOM)" ...)."""
+    try:
+        with open_source(path) as f:
+            return str(f.encoding_name)  # type: ignore[attr-defined]
+    except READ_ERRORS:
+        return "UTF-8"
 
 
 def head_bytes(path: Path, size: int) -> tuple[bytes, str | None]:

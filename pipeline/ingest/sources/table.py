@@ -15,10 +15,16 @@ import pyarrow.parquet as pq
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.count import count_csv, count_json, count_parquet
-from pipeline.ingest.csvio import iter_csv_records
+from pipeline.ingest.csvio import cr_line_ends, iter_csv_records
 from pipeline.ingest.jsonio import iter_json_records, iter_line_range
 from pipeline.ingest.mapping import Mapper, mapped_columns
-from pipeline.ingest.opening import check_source_path, head_bytes, open_regular, open_source
+from pipeline.ingest.opening import (
+    check_source_path,
+    encoding_of,
+    head_bytes,
+    open_regular,
+    open_source,
+)
 from pipeline.ingest.rowsize import oversized
 
 EXPECTS = "any"  # a file, or a folder of Parquet parts (a stage output, a dataset's shards)
@@ -97,7 +103,14 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
 
 
 def _warn_binary(path: Path, ctx: IngestContext) -> None:
-    if b"\0" in head_bytes(path, SNIFF_BYTES)[0]:
+    """A warning for a text file that may not be one, or whose encoding was guessed."""
+    enc = encoding_of(path)
+    if enc.endswith("(no BOM)"):
+        ctx.warn(
+            f"{path.name}: no byte-order mark; read as {enc.split()[0]}, as the NUL bytes of "
+            "its first KiB say"
+        )
+    elif b"\0" in head_bytes(path, SNIFF_BYTES)[0]:
         ctx.warn(f"{path.name}: NUL bytes in the first 8 KiB: is it a binary file?")
 
 
@@ -138,7 +151,8 @@ def _read_csv(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext
     header: list[str] | None = None
     row_no = 0
     with open_source(path, ctx.advance, ctx.set_total) as f:
-        for rec in iter_csv_records(f, ctx.max_record_bytes, csv_delimiter(spec, path)):
+        cr = cr_line_ends(path)
+        for rec in iter_csv_records(f, ctx.max_record_bytes, csv_delimiter(spec, path), cr):
             if rec.header:
                 header = rec.row
                 _check_header(spec, path, header, ctx)  # type: ignore[arg-type]
