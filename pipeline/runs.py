@@ -2,7 +2,8 @@
 
 A stage writes its outputs to temp files renamed into place, then `manifest.json` last: a stage
 folder without a manifest is unfinished (a killed run) and is redone on the next run. A stage
-whose code version, config section and inputs are unchanged since its manifest is skipped.
+whose code version, config section and inputs are unchanged since its manifest, and whose
+outputs still hash as recorded, is skipped.
 """
 
 from __future__ import annotations

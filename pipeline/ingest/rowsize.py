@@ -49,7 +49,9 @@ def _sizes(arr: pa.Array) -> np.ndarray:
 
 
 def _numpy(lengths: pa.Array) -> np.ndarray:
-    return lengths.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    """Lengths as int64, a null's 0."""
+    out = lengths.to_numpy(zero_copy_only=False)  # floats, NaN for a null, when it has one
+    return np.nan_to_num(out).astype(np.int64) if lengths.null_count else out.astype(np.int64)
 
 
 def oversized(batch: pa.RecordBatch, limit: int) -> dict[int, tuple[str, str]]:
