@@ -2,7 +2,8 @@
 
 A stage writes its outputs to temp files renamed into place, then `manifest.json` last: a stage
 folder without a manifest is unfinished (a killed run) and is redone on the next run. A stage
-whose code version, config section and inputs are unchanged since its manifest is skipped.
+whose code version, config section and inputs are unchanged since its manifest, and whose
+outputs still hash as recorded, is skipped.
 """
 
 from __future__ import annotations
@@ -181,6 +182,22 @@ def input_fingerprint(path: Path, rev: str | None = None) -> str:
     return "sha256:" + file_sha256(path)
 
 
+def input_state(path: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+    """What a file's (or a folder's files') stat says of its content: (name, size, mtime,
+    ctime, inode). Any write moves the ctime, which no one can set back, so equal states
+    before and after a read mean no file was written in between (restored bytes included)."""
+    files = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:  # gone since it was listed: a change
+            out.append((f.as_posix(), -1, 0, 0, 0))
+            continue
+        out.append((f.as_posix(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(out)
+
+
 def _atomic_tmp(path: Path) -> Path:
     """The temp path beside `path`, emptied: whatever a killed run (or anyone) left there,
     a symlink included, is removed, so the writer creates a file of its own."""
@@ -280,15 +297,18 @@ class StageRun:
         }
 
     def is_fresh(self) -> bool:
-        """True when a finished manifest matches this fingerprint and inputs, outputs intact."""
+        """True when a finished manifest matches this fingerprint and inputs, and every output
+        still has the size and the sha256 recorded: content, so a same-size byte flip in a
+        part is redone rather than skipped (the size is compared first, as it costs nothing)."""
         m = read_manifest(self.dir)
         if not m or m.get("fingerprint") != self.fingerprint or m.get("inputs") != self.inputs:
             return False
-        for name, out in m.get("outputs", {}).items():
+        outs = m.get("outputs", {})
+        for name, out in outs.items():
             p = self.dir / name
-            if not p.exists() or output_size(p) != out.get("bytes"):
+            if not isinstance(out, dict) or not p.exists() or output_size(p) != out.get("bytes"):
                 return False
-        return True
+        return all(output_sha(self.dir / n) == o.get("sha256") for n, o in outs.items())
 
     def begin(self) -> None:
         """Drop the old manifest first, so a run killed midway is never mistaken for done."""

@@ -85,3 +85,19 @@ def test_a_symlink_at_a_temp_path_is_replaced_never_written_through(tmp_path):
     io.write_tree("hf", lambda dest: (dest.mkdir(), (dest / "f").write_text("built")))
     assert (out / "hf" / "f").read_text() == "built"
     assert victim.read_text() == "precious" and list(folder.iterdir()) == []
+
+
+def test_a_same_size_byte_flip_in_an_output_makes_the_stage_not_fresh(tmp_path):
+    """Freshness is by content: the recorded sha256, not only the size, must match."""
+    s = stage(tmp_path)
+    s.begin()
+    write_parquet(pa.table({"id": ["a"] * 50}, schema=SCHEMA), s.dir / "items.parquet", s.meta)
+    s.record_output("items.parquet", "items")
+    s.finish({"items_out": 50})
+    assert stage(tmp_path).is_fresh()
+    p = s.dir / "items.parquet"
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    p.write_bytes(bytes(data))
+    assert p.stat().st_size == len(data)
+    assert not stage(tmp_path).is_fresh()

@@ -30,7 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.ingest.opening import CHUNK, READ_ERRORS, open_source
+from pipeline.ingest.opening import BLANK_RUN, CHUNK, READ_ERRORS, open_source
 
 _WS = b" \t\n\r\x0b\x0c"  # bytes.strip()'s whitespace: what the readers call blank
 
@@ -71,16 +71,48 @@ def count_lines(path: Path, limit: int) -> int:
                 return n + 1  # the unterminated line and the rest: one record
             if not chunk:
                 break
-            parts = chunk.split(b"\n")
-            for i, part in enumerate(parts):
-                if part:
+            i, m = 0, len(chunk)
+            while i < m:
+                if length == 0:  # a line start: whole blank lines are counted in bulk
+                    j = chunk.rfind(b"\n", i, _blank_end(chunk, i)) + 1
+                    if j:
+                        n += _over_limit(chunk, i, j, limit)
+                        i = j
+                        continue
+                nl = chunk.find(b"\n", i)
+                stop = m if nl < 0 else nl
+                if stop > i:
+                    part = chunk[i:stop]
                     length += len(part)
                     last = part[-1]
                     nonblank = nonblank or bool(part.strip(_WS))
-                if i < len(parts) - 1:
-                    n += end()
-                    length, nonblank, last = 0, False, 0
+                if nl < 0:
+                    break
+                n += end()
+                length, nonblank, last = 0, False, 0
+                i = nl + 1
     return n + (end() if length else 0)
+
+
+_BLANKS = re.compile(rb"[ \t\n\r\x0b\x0c]+")
+
+
+def _blank_end(chunk: bytes, i: int) -> int:
+    """Where the whitespace run from chunk[i] ends (a C scan, not a Python loop per line)."""
+    mt = _BLANKS.match(chunk, i)
+    return i if mt is None else mt.end()
+
+
+def _over_limit(chunk: bytes, i: int, j: int, limit: int) -> int:
+    """Lines of chunk[i:j] (whole blank lines) over `limit` bytes without a final CR: each is a
+    record (the readers' "record too large"). None can be when the span is within the limit."""
+    if j - i <= limit:
+        return 0
+    long = re.compile(rb"[^\n]{%d,}" % (limit + 1))
+    return sum(
+        (mt.end() - mt.start() - (chunk[mt.end() - 1] == 0x0D)) > limit
+        for mt in long.finditer(chunk, i, j)
+    )
 
 
 _NONSPACE = re.compile(rb"[^ \t\r\n]")
@@ -200,13 +232,13 @@ SR, SF, IF, IQ, QQ, EC = range(
 
 def count_csv(path: Path, limit: int, delimiter: str) -> int:
     """CSV records by csvio's rule, counted with an own state machine (strict quoting)."""
-    from pipeline.ingest.csvio import Marker, PhysicalLines
+    from pipeline.ingest.csvio import Marker, PhysicalLines, cr_line_ends
 
     delim = delimiter.encode()[0]
     stop = re.compile(b"[" + re.escape(delimiter.encode()) + rb"\r\n]")
-    n, width = 0, None
+    n, width, blanks = 0, None, 0
     with open_source(path) as f:
-        lines = PhysicalLines(f, limit)
+        lines = PhysicalLines(f, limit, cr_line_ends(path))
         while (first := lines.next()) is not None:
             line = first[1]
             if isinstance(line, Marker):
@@ -215,7 +247,11 @@ def count_csv(path: Path, limit: int, delimiter: str) -> int:
                     break
                 continue
             if not line.strip():
+                blanks += 1
+                if blanks >= BLANK_RUN:  # a flood of them: skipped in bulk, as csvio does
+                    lines.skip_blank()
                 continue
+            blanks = 0
             taken, size = [first], len(line)
             state, fields, broken = _csv_line(line, SR, 0, delim, stop)
             while not broken and state == IQ:

@@ -1,7 +1,8 @@
 """CSV/TSV records read so that one broken quote costs one record, not the rest of the file.
 
-The stream is split into physical lines (LF; each at most `limit` bytes, a longer one is an
-error of its own and skipped in chunks) and each record is parsed by the csv module in strict
+The stream is split into physical lines (LF, or CR alone in a file whose first 64 KiB have CRs
+and no LF: classic Mac OS; each at most `limit` bytes, a longer one is an error of its own and
+skipped in chunks) and each record is parsed by the csv module in strict
 mode from the lines it needs. A record is *broken* when the csv module rejects it (a stray
 character after a closing quote, a lone CR), when its quoted field is still open at the end
 of the file or after `limit` bytes, or when it spans several lines and gives another number
@@ -16,15 +17,42 @@ count.py counts records by this rule with its own quote-state machine (not the c
 from __future__ import annotations
 
 import csv
+import io
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 from pipeline.ingest.jsonio import skip_rest
-from pipeline.ingest.opening import READ_ERRORS
+from pipeline.ingest.opening import BLANK_RUN, CHUNK, READ_ERRORS, head_bytes, skip_blank_lines
 
 RAW_KEEP = 16 * 1024
+CR_SNIFF = 64 * 1024  # decoded bytes looked at to tell CR-only line ends
+_SWAP = bytes.maketrans(b"\r\n", b"\n\r")
+
+
+def cr_line_ends(path: Path) -> bool:
+    """True for a CSV whose lines end in CR alone (classic Mac OS): its first 64 KiB hold a CR
+    and no LF. The reader and the counter both ask this, so they cut the same lines."""
+    head = head_bytes(path, CR_SNIFF)[0]
+    return b"\r" in head and b"\n" not in head
+
+
+class _Swapped(io.RawIOBase):
+    """`f` with CR and LF swapped: a CR-only file read by the LF line splitter (PhysicalLines
+    swaps each line back, so the csv module sees the bytes as written)."""
+
+    def __init__(self, f: BinaryIO):
+        self.f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.f.read1(len(b)).translate(_SWAP)  # type: ignore[attr-defined]
+        b[: len(data)] = data
+        return len(data)
 
 
 @dataclass(slots=True)
@@ -40,8 +68,10 @@ class PhysicalLines:
     """(1-based line number, the line's bytes with its ending | Marker); lines can be pushed
     back to be read again."""
 
-    def __init__(self, f: BinaryIO, limit: int):
-        self.f, self.limit = f, limit
+    def __init__(self, f: BinaryIO, limit: int, cr: bool = False):
+        self.swap = cr  # CR-only line ends (cr_line_ends): lines are cut at CR
+        self.f = io.BufferedReader(_Swapped(f), CHUNK) if cr else f
+        self.limit = limit
         self.n = 0
         self.back: deque[tuple[int, bytes | Marker]] = deque()
         self.ended = False
@@ -49,6 +79,15 @@ class PhysicalLines:
     def next(self) -> tuple[int, bytes | Marker] | None:
         if self.back:
             return self.back.popleft()
+        got = self._next()
+        if got is None or not self.swap:
+            return got
+        no, line = got
+        if isinstance(line, Marker):
+            return no, Marker(line.reason, line.raw.translate(_SWAP), line.final)
+        return no, line.translate(_SWAP)
+
+    def _next(self) -> tuple[int, bytes | Marker] | None:
         if self.ended:
             return None
         limit = self.limit
@@ -73,6 +112,12 @@ class PhysicalLines:
             return self.n, Marker(f"record too large: {len(body)} bytes > {limit}", body[:RAW_KEEP])
         return self.n, line
 
+    def skip_blank(self) -> None:
+        """Skip the blank lines that follow in bulk (opening.skip_blank_lines), when none was
+        pushed back: for a reader between records, never inside a quoted field."""
+        if not self.back and not self.ended:
+            self.n += skip_blank_lines(self.f, self.limit)
+
     def push(self, items: Sequence[tuple[int, bytes | Marker]]) -> None:
         self.back.extendleft(reversed(items))
 
@@ -91,12 +136,15 @@ class CsvRecord:
     final: bool = False
 
 
-def iter_csv_records(f: BinaryIO, limit: int, delimiter: str) -> Iterator[CsvRecord]:
+def iter_csv_records(
+    f: BinaryIO, limit: int, delimiter: str, cr: bool = False
+) -> Iterator[CsvRecord]:
     """The header (`header=True`, the first record that is not broken), then every record:
     a row of strings (fields decoded with surrogateescape: the caller checks them) or an
-    error. Blank lines are not records."""
-    lines = PhysicalLines(f, limit)
+    error. Blank lines are not records. `cr`: the lines end in CR alone (cr_line_ends)."""
+    lines = PhysicalLines(f, limit, cr)
     width: int | None = None
+    blanks = 0  # consecutive blank lines: after BLANK_RUN of them the run is skipped in bulk
     while (first := lines.next()) is not None:
         no, line = first
         if isinstance(line, Marker):
@@ -105,7 +153,11 @@ def iter_csv_records(f: BinaryIO, limit: int, delimiter: str) -> Iterator[CsvRec
                 return
             continue
         if not line.strip():
+            blanks += 1
+            if blanks >= BLANK_RUN:
+                lines.skip_blank()
             continue
+        blanks = 0
         taken: list[tuple[int, bytes]] = [(no, line)]
         row, error = _parse(line, lines, taken, limit, delimiter)
         if row is not None and width is not None and len(taken) > 1 and len(row) != width:

@@ -21,6 +21,7 @@ import orjson
 from pipeline.ingest.base import IngestContext, RecordError
 from pipeline.ingest.jsonstream import JsonValue, iter_json_array, iter_json_values
 from pipeline.ingest.opening import (
+    BLANK_RUN,
     CHUNK,
     GZIP_MAGIC,
     READ_ERRORS,
@@ -29,6 +30,7 @@ from pipeline.ingest.opening import (
     open_maybe_gzip,
     open_regular,
     open_source,
+    skip_blank_lines,
 )
 
 __all__ = [
@@ -159,6 +161,7 @@ def _lines(f: BinaryIO, limit: int, first: int = 1) -> Iterator[tuple[int, str |
     """iter_lines on an open (decoded) stream whose first line is line `first`."""
     encoding = getattr(f, "encoding_name", "UTF-8")
     n = first - 1
+    blanks = 0  # consecutive blank lines: after BLANK_RUN of them the run is skipped in bulk
     while True:
         try:
             line = f.readline(limit + 2)  # room for the record, "\r\n" and one more byte
@@ -185,7 +188,11 @@ def _lines(f: BinaryIO, limit: int, first: int = 1) -> Iterator[tuple[int, str |
             yield n, RecordError(ref, body[:RAW_KEEP], reason)
             continue
         if not body.strip():
+            blanks += 1
+            if blanks >= BLANK_RUN:
+                n += skip_blank_lines(f, limit)
             continue
+        blanks = 0
         yield n, _decode_line(ref, body, encoding)
 
 

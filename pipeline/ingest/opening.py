@@ -3,9 +3,11 @@
 Every file reader (JSON, CSV, the independent counters) opens its input through
 `open_source`, so they all see the same bytes: the file decompressed when it starts with the
 gzip magic bytes (several members are read one after the other), without a UTF-8 BOM, and
-transcoded to UTF-8 when a UTF-16 or UTF-32 BOM says the text is in one of those. A byte
-sequence the BOM's encoding cannot decode (an unpaired surrogate, an odd last byte) becomes
-bytes that are not valid UTF-8, so the record holding it is an error, not the file.
+transcoded to UTF-8 when a UTF-16 or UTF-32 BOM says the text is in one of those, or, with no
+BOM, when the NUL bytes of its first KiB say it is UTF-16 (`utf16_guess`: text in UTF-16 has
+a NUL in every other byte wherever it is ASCII, which JSON and CSV punctuation is). A byte
+sequence the encoding cannot decode (an unpaired surrogate, an odd last byte) becomes bytes
+that are not valid UTF-8, so the record holding it is an error, not the file.
 
 A FIFO, a device, a socket or a folder where a file is expected is refused before anything
 is opened for reading (`/dev/zero` would never end, a FIFO would wait for a writer forever).
@@ -18,10 +20,12 @@ import errno
 import gzip
 import io
 import os
+import re
 import stat
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
@@ -39,6 +43,7 @@ BOMS = (
     (b"\xfe\xff", "utf-16-be", "UTF-16-BE"),
 )
 _BAD = "\udcff"  # what an undecodable code unit becomes: encodes to bytes that are not UTF-8
+SNIFF = 1024  # bytes of a file without a BOM looked at for UTF-16
 
 
 def _mark_undecodable(e: UnicodeError) -> tuple[str, int]:
@@ -143,10 +148,11 @@ class CountingReader(io.RawIOBase):
 
 
 class _Decoded(io.RawIOBase):
-    """UTF-8 bytes from `f`: `prefix` first, then the rest, transcoded when `codec` is set."""
+    """UTF-8 bytes from `f`: `prefix` first, then the rest, transcoded when `codec` is set.
+    `error`, met while the prefix was read, is raised where it was met: after the prefix."""
 
-    def __init__(self, f: BinaryIO, prefix: bytes, codec: str):
-        self.f, self.pending = f, prefix
+    def __init__(self, f: BinaryIO, prefix: bytes, codec: str, error: BaseException | None):
+        self.f, self.pending, self.error = f, prefix, error
         self.dec = codecs.getincrementaldecoder(codec)("editcurate.undecodable") if codec else None
         self.done = False
         if self.dec is not None:
@@ -160,6 +166,9 @@ class _Decoded(io.RawIOBase):
         return text.encode("utf-8", "surrogatepass")
 
     def readinto(self, b) -> int:
+        if not self.pending and self.error is not None:
+            error, self.error = self.error, None
+            raise error
         while not self.pending and not self.done:
             data = self.f.read1(CHUNK)  # type: ignore[attr-defined]
             if self.dec is None:
@@ -201,14 +210,91 @@ def open_source(
             head = inner.read(4)
         except READ_ERRORS:
             head = b""  # met again by the reader's first read, which records it
-        codec, name = "", "UTF-8"
+        codec, name, error = "", "UTF-8", None
         for bom, enc, label in BOMS:
             if head.startswith(bom):
                 head, codec, name = head[len(bom) :], enc, label
                 break
-        stream = io.BufferedReader(_Decoded(inner, head, codec), CHUNK)
+        else:
+            head, error = _read_more(inner, head, SNIFF)
+            guess = utf16_guess(head)
+            if guess is not None:
+                codec, name = guess, f"{guess.upper()} (no BOM)"
+        stream = io.BufferedReader(_Decoded(inner, head, codec, error), CHUNK)
         stream.encoding_name = name  # type: ignore[attr-defined]
         yield stream  # type: ignore[misc]
+
+
+def _read_more(f: BinaryIO, head: bytes, size: int) -> tuple[bytes, BaseException | None]:
+    """`head` and what follows it up to `size` bytes, read a chunk at a time (read1), so a read
+    error keeps what came before it; the error is returned, to be raised in its place."""
+    read1 = f.read1  # type: ignore[attr-defined]
+    try:
+        while len(head) < size and (data := read1(size - len(head))):
+            head += data
+    except READ_ERRORS as e:
+        return head, e
+    return head, None
+
+
+def utf16_guess(head: bytes) -> str | None:
+    """The codec ("utf-16-le", "utf-16-be") of a file without a BOM whose first bytes are
+    UTF-16: NULs in at least a third of the code units' high bytes and (almost) none in their
+    low bytes, and no NUL code unit; None for anything else (UTF-8 has no NUL; a binary file
+    has them in both halves)."""
+    n = len(head) // 2
+    if n < 2:
+        return None
+    evens, odds = head[0 : 2 * n : 2], head[1 : 2 * n : 2]
+    for high, low, codec in ((odds, evens, "utf-16-le"), (evens, odds, "utf-16-be")):
+        if high.count(0) * 3 >= n and low.count(0) * 50 <= n:
+            if not any(lo == 0 and hi == 0 for lo, hi in zip(low, high, strict=True)):
+                return codec
+    return None
+
+
+# --- blank lines ------------------------------------------------------------------------
+
+BLANK_RUN = 64  # consecutive blank lines a reader reads one by one before skipping in bulk
+_SPACE = b" \t\n\r\x0b\x0c"  # bytes.strip()'s whitespace: what the readers call blank
+
+
+@lru_cache(maxsize=8)
+def _over(limit: int) -> re.Pattern[bytes]:
+    return re.compile(rb"[^\n]{%d}" % (limit + 1))
+
+
+def skip_blank_lines(f: BinaryIO, limit: int) -> int:
+    """Consume the whole blank lines (whitespace only, none over `limit` bytes) at the front of
+    buffered stream `f`, a buffer at a time, and return how many: a flood of blank lines (300
+    Mi of them in a 298 KB gzip) costs a few C scans per MiB instead of a readline each. A
+    blank line over the limit, a partial one at the end of the buffer and a read error are
+    left for the caller's next readline, which handles them as before."""
+    n = 0
+    while True:
+        try:
+            buf = f.peek(CHUNK)  # type: ignore[attr-defined]
+        except READ_ERRORS:
+            return n
+        space = len(buf) - len(buf.lstrip(_SPACE))
+        end = buf.rfind(b"\n", 0, space) + 1  # after the last newline of the blank run
+        if end > limit and (long := _over(limit).search(buf, 0, end)) is not None:
+            end = buf.rfind(b"\n", 0, long.start()) + 1  # stop at the line over the limit
+        if end == 0:
+            return n
+        n += buf.count(b"\n", 0, end)
+        f.read(end)  # from the buffer peeked: no read of the file
+        if end < len(buf):
+            return n
+
+
+def encoding_of(path: Path) -> str:
+    """What open_source reads the file as ("UTF-8", "UTF-16-LE", "UTF-16-LE (no BOM)" ...)."""
+    try:
+        with open_source(path) as f:
+            return str(f.encoding_name)  # type: ignore[attr-defined]
+    except READ_ERRORS:
+        return "UTF-8"
 
 
 def head_bytes(path: Path, size: int) -> tuple[bytes, str | None]:

@@ -4,12 +4,13 @@ A big source is cut so that the executor (run.executor) can read its pieces at o
 UTF-8 JSON-lines file at line starts every `ingest.shard_bytes` bytes (the planning pass
 counts the newlines before each cut, so refs keep the file's own line numbers), a Parquet
 table (a file or a folder of parts) at row-group boundaries (rows numbered across them).
-Anything else (gzip, UTF-16, a JSON array, CSV with its quoted newlines, the other kinds) is
-one piece, read as before. `read_piece` is the pure per-piece step: a generator of item and
-error batches with the piece's counts; `Tally` sums them per source in the driver, which then
-checks what needs the whole source (a mapped field no record had, a file with no record).
-The stage writes the batches re-chunked to `ingest.batch_size` rows, so the output does not
-depend on where the cuts fall, nor on which executor read the pieces.
+Anything else (gzip, UTF-16 with a BOM or without, a JSON array, CSV with its quoted
+newlines, the other kinds) is one piece, read as before. `read_piece` is the pure per-piece
+step: a generator of item and error batches with the piece's counts; `Tally` sums them per
+source in the driver, which then checks what needs the whole source (a mapped field no record
+had, a file with no record). The stage writes the batches re-chunked to `ingest.batch_size`
+rows, so the output does not depend on where the cuts fall, nor on which executor read the
+pieces.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
-from pipeline.ingest.opening import BOMS, CHUNK, GZIP_MAGIC, open_regular
+from pipeline.ingest.opening import BOMS, CHUNK, GZIP_MAGIC, SNIFF, open_regular, utf16_guess
 from pipeline.ingest.sources import SOURCES
 from pipeline.secrets.masking import shown
 
@@ -98,8 +99,13 @@ def _lines(path: Path, shard_bytes: int) -> list[Shard | None]:
     with open_regular(path) as f:
         if os.fstat(f.fileno()).st_size <= shard_bytes:  # one piece: no need to count lines
             return [None]
-        head = f.read(4)
-        if head[:2] == GZIP_MAGIC or _foreign_bom(head) or detect_layout(path) != "lines":
+        head = f.read(SNIFF)
+        if (
+            head[:2] == GZIP_MAGIC
+            or _foreign_bom(head)
+            or utf16_guess(head) is not None  # UTF-16 without a BOM: an LF byte is half a char
+            or detect_layout(path) != "lines"
+        ):
             return [None]
         f.seek(0)
         cuts, lines, at, target = [(0, 1)], 0, 0, shard_bytes

@@ -35,7 +35,7 @@ from pipeline.ingest.shards import Params
 from pipeline.ingest.sources import SOURCES
 from pipeline.ingest.sources.table import EMPTY
 from pipeline.parts import Writer
-from pipeline.runs import StageFailed, input_fingerprint
+from pipeline.runs import StageFailed, input_fingerprint, input_state
 from pipeline.schema import ERROR_SCHEMA, ITEM_SCHEMA
 from pipeline.secrets.masking import mask, shown
 
@@ -111,6 +111,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         bar = stack.enter_context(io.progress())
         for i, (spec, name) in enumerate(zip(cfg.ingest.sources, source_names(cfg), strict=True)):
             path = source_path(cfg, spec)
+            before = _state(spec, path)  # before anything of it is read (the plan reads it)
             pieces = shards.plan(spec, path, cfg.ingest.shard_bytes)
             first = pieces[0]
             whole = first is None
@@ -137,11 +138,41 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             bar.update(task, completed=bar.tasks[task].total or 0)
             per_source[name] = _source_counts(spec, tally, tally.warnings)
             per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings))
+            _check_unchanged(spec, name, path, before, io.run.inputs.get(name))
             for w in tally.warnings:
                 console.print(f"[yellow]warning[/] source {escape(repr(name))}: {escape(w)}")
         out.close()
     counts = _counts(io.dir / "items.parquet", per_source)
     return counts, {"conservation": {"kind": "records", "sources": per_source}}
+
+
+def _state(spec: SourceConfig, path: Path) -> Any:
+    """The source's stat (runs.input_state); None for a kind whose fingerprint is a pinned
+    revision (git: its files may change, the history at the revision cannot)."""
+    return None if SOURCES[spec.kind].rev else input_state(path)
+
+
+def _check_unchanged(
+    spec: SourceConfig, name: str, path: Path, before: Any, recorded: str | None
+) -> None:
+    """IngestIOError (exit 3) unless the source is as it was fingerprinted and as it was when
+    its read began: a file truncated or rewritten while it was read (restored or not) would
+    otherwise leave a partial read recorded under the whole file's fingerprint, and the next
+    run would skip it as unchanged. Costs one more hash of each input (sha256, ~0.8 GB/s)."""
+    pin = SOURCES[spec.kind].rev
+    now = _state(spec, path)
+    try:
+        fingerprint = input_fingerprint(path, pin(spec) if pin else None)
+    except OSError:  # gone, or unreadable now
+        fingerprint = None
+    if now == before and fingerprint == recorded and _state(spec, path) == now:
+        return
+    what = "its revision" if pin else "its size, times or content"
+    raise IngestIOError(
+        f"source {name!r} ({spec.kind}): {shown(str(path))} changed while ingest read it "
+        f"({what} differ from when it was fingerprinted); nothing was recorded: run again "
+        "once it no longer changes"
+    )
 
 
 def _failure(what: list[str], spec: SourceConfig, i: int) -> IngestFailed:

@@ -170,12 +170,14 @@ def _repo_name(path: Path) -> str:
 
 class _Lines:
     """git's output as lines without the newline. A line over `limit` bytes is cut there (the
-    rest is read and dropped, `cut` is set) so one huge minified line cannot fill memory."""
+    rest is read and dropped, `cut` is set) so one huge minified line cannot fill memory;
+    `size` is the last line's whole length."""
 
     def __init__(self, f, limit: int):
         self.f, self.limit = f, limit
         self.back: bytes | None = None
         self.cut = False
+        self.size = 0
 
     def next(self) -> bytes | None:
         if self.back is not None:
@@ -186,11 +188,15 @@ class _Lines:
             return None
         self.cut = False
         if line.endswith(b"\n"):
+            self.size = len(line) - 1
             return line[:-1]
+        self.size = len(line)
         if len(line) > self.limit:
             self.cut = True
-            while (chunk := self.f.readline(1 << 20)) and not chunk.endswith(b"\n"):
-                pass
+            while chunk := self.f.readline(1 << 20):
+                self.size += len(chunk) - chunk.endswith(b"\n")
+                if chunk.endswith(b"\n"):
+                    break
             return line[: self.limit]
         return line
 
@@ -205,6 +211,8 @@ class _Commit:
     is_bot: bool
     when: datetime | None
     subject: str
+    subject_bytes: int  # its whole size: the line holding it is cut at the limit
+    line_bytes: int  # the commit line's whole size; over the limit, the subject was cut
     used: set[str]  # refs given so far, so a path seen twice (a type change) stays unique
     hunks: dict[str, int]  # path -> next hunk index
 
@@ -227,19 +235,21 @@ class _Miner:
         commit = None
         while (line := lines.next()) is not None:
             if line.startswith(MARK):
-                commit = self._commit(line)
+                commit = self._commit(line, lines.size if lines.cut else len(line))
                 self.ctx.advance(1)
             elif line.startswith(b"diff --git ") and commit is not None:
                 yield from self._file(commit, line, lines)
 
-    def _commit(self, line: bytes) -> _Commit:
+    def _commit(self, line: bytes, size: int) -> _Commit:
         sha, name, email, at, subject = (
             line[1:].decode("utf-8", "replace").split("\x1f", 4) + [""] * 4
         )[:5]
+        head = line.split(b"\x1f", 4)[:4]  # the fields before the subject, each + a separator
+        subject_bytes = max(size - sum(len(f) + 1 for f in head), 0)
         local = re.sub(r"^\d+\+", "", email.split("@", 1)[0])  # GitHub "123+name@users..."
         is_bot = self.ctx.is_bot(name) or self.ctx.is_bot(local)
         when = _when(at)
-        return _Commit(sha, name, is_bot, when, subject, set(), {})
+        return _Commit(sha, name, is_bot, when, subject, subject_bytes, size, set(), {})
 
     def _file(self, c: _Commit, head: bytes, lines: _Lines) -> Iterator[Record | RecordError]:
         """One file's diff: its hunks, or one skip for the whole file (binary, non-UTF-8 ...)."""
@@ -341,9 +351,19 @@ class _Miner:
         if self.max_changed is not None and hunk.changed > self.max_changed:
             reason = f"hunk_too_large: {hunk.changed} changed lines > {self.max_changed}"
             return RecordError(ref, hunk.header, reason, "skip")
+        limit = self.ctx.max_record_bytes
         if hunk.rows is None:
-            limit = self.ctx.max_record_bytes
             return RecordError(ref, hunk.header, f"hunk_too_large: over {limit} bytes", "skip")
+        # the subject is the item's comment: the record is the hunk and it (and a commit line
+        # over the limit was cut, so its subject is not whole)
+        size = hunk.size + c.subject_bytes
+        if size > limit or c.line_bytes > limit:
+            what = f"{size} bytes" if size > limit else f"its commit line {c.line_bytes} bytes"
+            reason = (
+                f"record too large: {what} > {limit} "
+                f"(field 'comment', the commit subject: {c.subject_bytes} bytes)"
+            )
+            return RecordError(ref, hunk.header, reason)
         items = [
             RawItem(
                 repo=self.repo,

@@ -12,6 +12,7 @@ from pathlib import Path
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.mapping import Mapper
+from pipeline.ingest.sources.table import sized_rows
 
 EXPECTS = "any"  # a saved dataset's folder, or files a builder reads
 
@@ -61,12 +62,13 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
     for split, d in parts:
         prefix = f"{split} " if split else ""
         row = 0
-        for batch in d.iter(batch_size=ctx.batch_size):
-            cols = list(batch)
-            n = len(batch[cols[0]]) if cols else 0
-            for i in range(n):
-                row += 1
-                obj = {c: batch[c][i] for c in cols}
-                yield mapper(obj, f"{prefix}row {row}")
-            ctx.advance(n)
+        # Arrow batches (a saved dataset's are memory-mapped), sized before any row becomes
+        # Python values, so a row over ingest.max_record_bytes is an error, never read whole
+        for tbl in d.with_format("arrow").iter(batch_size=ctx.batch_size):
+            for batch in tbl.to_batches():
+                for obj in sized_rows(batch, ctx.max_record_bytes):
+                    row += 1
+                    ref = f"{prefix}row {row}"
+                    yield RecordError(ref, *obj) if isinstance(obj, tuple) else mapper(obj, ref)
+                ctx.advance(batch.num_rows)
     mapper.check_mapped()

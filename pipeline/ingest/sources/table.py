@@ -8,16 +8,24 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.count import count_csv, count_json, count_parquet
-from pipeline.ingest.csvio import iter_csv_records
+from pipeline.ingest.csvio import cr_line_ends, iter_csv_records
 from pipeline.ingest.jsonio import iter_json_records, iter_line_range
 from pipeline.ingest.mapping import Mapper, mapped_columns
-from pipeline.ingest.opening import check_source_path, head_bytes, open_regular, open_source
+from pipeline.ingest.opening import (
+    check_source_path,
+    encoding_of,
+    head_bytes,
+    open_regular,
+    open_source,
+)
+from pipeline.ingest.rowsize import oversized
 
 EXPECTS = "any"  # a file, or a folder of Parquet parts (a stage output, a dataset's shards)
 
@@ -95,7 +103,14 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
 
 
 def _warn_binary(path: Path, ctx: IngestContext) -> None:
-    if b"\0" in head_bytes(path, SNIFF_BYTES)[0]:
+    """A warning for a text file that may not be one, or whose encoding was guessed."""
+    enc = encoding_of(path)
+    if enc.endswith("(no BOM)"):
+        ctx.warn(
+            f"{path.name}: no byte-order mark; read as {enc.split()[0]}, as the NUL bytes of "
+            "its first KiB say"
+        )
+    elif b"\0" in head_bytes(path, SNIFF_BYTES)[0]:
         ctx.warn(f"{path.name}: NUL bytes in the first 8 KiB: is it a binary file?")
 
 
@@ -136,7 +151,8 @@ def _read_csv(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext
     header: list[str] | None = None
     row_no = 0
     with open_source(path, ctx.advance, ctx.set_total) as f:
-        for rec in iter_csv_records(f, ctx.max_record_bytes, csv_delimiter(spec, path)):
+        cr = cr_line_ends(path)
+        for rec in iter_csv_records(f, ctx.max_record_bytes, csv_delimiter(spec, path), cr):
             if rec.header:
                 header = rec.row
                 _check_header(spec, path, header, ctx)  # type: ignore[arg-type]
@@ -181,7 +197,8 @@ def _read_parquet(
     """Rows by row group, file after file, numbered across them; a row group that cannot be
     decoded is an error per row it holds (the footer says how many), and the next group reads
     normally. A file that cannot be opened is one error record ("file", or "file NAME" in a
-    folder)."""
+    folder). A row over ctx.max_record_bytes is an error sized from the batch's offsets
+    (sized_rows), as a JSON line over it is."""
     files = []
     for path in paths:
         try:
@@ -206,11 +223,11 @@ def _read_parquet(
             end = row + pf.metadata.row_group(g).num_rows
             try:
                 for batch in pf.iter_batches(batch_size=ctx.batch_size, row_groups=[g]):
-                    for obj in _rows(batch):
+                    for obj in sized_rows(batch, ctx.max_record_bytes):
                         row += 1
                         ref = f"row {row}"
                         yield (
-                            RecordError(ref, "", obj) if isinstance(obj, str) else mapper(obj, ref)
+                            RecordError(ref, *obj) if isinstance(obj, tuple) else mapper(obj, ref)
                         )
                     ctx.advance(batch.num_rows)
             except (pa.ArrowException, OSError) as e:
@@ -225,6 +242,24 @@ def _warn_missing(spec: SourceConfig, path: Path, names: list[str], ctx: IngestC
     missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - set(names))
     if missing:
         ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
+
+
+def sized_rows(batch: pa.RecordBatch, limit: int) -> list[dict | tuple[str, str]]:
+    """The batch's rows as dicts, except that a row over `limit` bytes (rowsize.oversized) is
+    (raw, reason), as is a row holding a value Python cannot hold (_rows): the over-large
+    rows are left out before anything is converted, so their values never become Python
+    objects."""
+    big = oversized(batch, limit)
+    if not big:
+        return [_as_error(r) for r in _rows(batch)]
+    keep = np.ones(batch.num_rows, bool)
+    keep[list(big)] = False
+    rest = iter(_rows(batch.filter(pa.array(keep))))
+    return [(big[k][1], big[k][0]) if k in big else _as_error(next(rest)) for k in range(len(keep))]
+
+
+def _as_error(row: dict | str) -> dict | tuple[str, str]:
+    return ("", row) if isinstance(row, str) else row
 
 
 def _rows(batch: pa.RecordBatch) -> list[dict | str]:
