@@ -124,6 +124,25 @@ def test_a_cr_only_csv_through_the_stage_verifies(tmp_path):
     assert verify_run(tmp_path / "run")[0] == []
 
 
+def test_json_lines_with_cr_only_line_ends_are_read_line_by_line(tmp_path):
+    """A JSON-lines file whose lines end in CR alone is one record per line, counted alike,
+    through the stage with conservation verified (it was one 'malformed JSON' error)."""
+    rows = [{"old": f"x = {i}", "new": f"x = {i + 1}", "msg": "bump\nit"} for i in range(4)]
+    p = tmp_path / "mac.jsonl"
+    p.write_bytes(("\r".join(json.dumps(r) for r in rows) + "\r\r\r").encode())
+    recs = read_source(table, p, fields=MAP)
+    assert [r.ref for r in recs] == ["line 1", "line 2", "line 3", "line 4"]
+    assert [it.comment for it in items(recs)] == ["bump\nit"] * 4
+    assert count_json(p, 8 << 20) == (4, "non-blank lines")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[run]\nroot = "{tmp_path / "run"}"\n[[ingest.sources]]\nkind = "table"\n'
+        f'path = "{p}"\nfields = {{ before = "old", after = "new", comment = "msg" }}\n'
+    )
+    m = Pipeline.from_config(cfg).run(until="ingest").results[0].manifest
+    assert m["counts"]["items_out"] == 4 and m["counts"]["errors_out"] == 0
+
+
 def test_lf_and_crlf_csv_are_read_as_before(tmp_path):
     """A lone CR in an LF file stays what it was: inside quotes content, outside an error."""
     p = tmp_path / "lf.csv"

@@ -30,7 +30,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.ingest.opening import BLANK_RUN, CHUNK, READ_ERRORS, open_source
+from pipeline.ingest.opening import (
+    BLANK_RUN,
+    CHUNK,
+    READ_ERRORS,
+    cr_line_ends,
+    lf_lines,
+    open_source,
+)
 
 _WS = b" \t\n\r\x0b\x0c"  # bytes.strip()'s whitespace: what the readers call blank
 
@@ -63,7 +70,9 @@ def count_lines(path: Path, limit: int) -> int:
         body = length - (1 if last == 0x0D else 0)
         return 1 if nonblank or body > limit else 0
 
-    with open_source(path) as f:
+    cr = cr_line_ends(path)
+    with open_source(path) as raw:
+        f = lf_lines(raw, cr)
         while True:
             try:
                 chunk = f.read1(CHUNK)
@@ -232,7 +241,7 @@ SR, SF, IF, IQ, QQ, EC = range(
 
 def count_csv(path: Path, limit: int, delimiter: str) -> int:
     """CSV records by csvio's rule, counted with an own state machine (strict quoting)."""
-    from pipeline.ingest.csvio import Marker, PhysicalLines, cr_line_ends
+    from pipeline.ingest.csvio import Marker, PhysicalLines
 
     delim = delimiter.encode()[0]
     stop = re.compile(b"[" + re.escape(delimiter.encode()) + rb"\r\n]")

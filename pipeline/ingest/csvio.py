@@ -17,42 +17,21 @@ count.py counts records by this rule with its own quote-state machine (not the c
 from __future__ import annotations
 
 import csv
-import io
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO
 
 from pipeline.ingest.jsonio import skip_rest
-from pipeline.ingest.opening import BLANK_RUN, CHUNK, READ_ERRORS, head_bytes, skip_blank_lines
+from pipeline.ingest.opening import (
+    BLANK_RUN,
+    READ_ERRORS,
+    SWAP_CRLF,
+    lf_lines,
+    skip_blank_lines,
+)
 
 RAW_KEEP = 16 * 1024
-CR_SNIFF = 64 * 1024  # decoded bytes looked at to tell CR-only line ends
-_SWAP = bytes.maketrans(b"\r\n", b"\n\r")
-
-
-def cr_line_ends(path: Path) -> bool:
-    """True for a CSV whose lines end in CR alone (classic Mac OS): its first 64 KiB hold a CR
-    and no LF. The reader and the counter both ask this, so they cut the same lines."""
-    head = head_bytes(path, CR_SNIFF)[0]
-    return b"\r" in head and b"\n" not in head
-
-
-class _Swapped(io.RawIOBase):
-    """`f` with CR and LF swapped: a CR-only file read by the LF line splitter (PhysicalLines
-    swaps each line back, so the csv module sees the bytes as written)."""
-
-    def __init__(self, f: BinaryIO):
-        self.f = f
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        data = self.f.read1(len(b)).translate(_SWAP)  # type: ignore[attr-defined]
-        b[: len(data)] = data
-        return len(data)
 
 
 @dataclass(slots=True)
@@ -70,7 +49,7 @@ class PhysicalLines:
 
     def __init__(self, f: BinaryIO, limit: int, cr: bool = False):
         self.swap = cr  # CR-only line ends (cr_line_ends): lines are cut at CR
-        self.f = io.BufferedReader(_Swapped(f), CHUNK) if cr else f
+        self.f = lf_lines(f, cr)
         self.limit = limit
         self.n = 0
         self.back: deque[tuple[int, bytes | Marker]] = deque()
@@ -84,8 +63,8 @@ class PhysicalLines:
             return got
         no, line = got
         if isinstance(line, Marker):
-            return no, Marker(line.reason, line.raw.translate(_SWAP), line.final)
-        return no, line.translate(_SWAP)
+            return no, Marker(line.reason, line.raw.translate(SWAP_CRLF), line.final)
+        return no, line.translate(SWAP_CRLF)
 
     def _next(self) -> tuple[int, bytes | Marker] | None:
         if self.ended:

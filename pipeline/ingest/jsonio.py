@@ -25,8 +25,11 @@ from pipeline.ingest.opening import (
     CHUNK,
     GZIP_MAGIC,
     READ_ERRORS,
+    SWAP_CRLF,
     CountingReader,
+    cr_line_ends,
     head_bytes,
+    lf_lines,
     open_maybe_gzip,
     open_regular,
     open_source,
@@ -74,7 +77,7 @@ def iter_json_records(
     with _open(path, ctx) as f:
         layout = detect_layout(path)
         if layout == "lines":
-            yield from _parsed(_lines(f, ctx.max_record_bytes))
+            yield from _parsed(_lines(f, ctx.max_record_bytes, cr=cr_line_ends(path)))
             return
         stream, unit = (
             (iter_json_array, "element") if layout == "array" else (iter_json_values, "value")
@@ -112,7 +115,7 @@ def iter_lines(path: Path, ctx: IngestContext) -> Iterator[tuple[int, str | Reco
     for the rest (the lines before it are kept).
     """
     with _open(path, ctx) as f:
-        yield from _lines(f, ctx.max_record_bytes)
+        yield from _lines(f, ctx.max_record_bytes, cr=cr_line_ends(path))
 
 
 def iter_line_range(
@@ -157,9 +160,13 @@ class _Bounded(io.RawIOBase):
         return n or 0
 
 
-def _lines(f: BinaryIO, limit: int, first: int = 1) -> Iterator[tuple[int, str | RecordError]]:
-    """iter_lines on an open (decoded) stream whose first line is line `first`."""
+def _lines(
+    f: BinaryIO, limit: int, first: int = 1, cr: bool = False
+) -> Iterator[tuple[int, str | RecordError]]:
+    """iter_lines on an open (decoded) stream whose first line is line `first`; `cr`: its
+    lines end in CR alone (cr_line_ends)."""
     encoding = getattr(f, "encoding_name", "UTF-8")
+    f = lf_lines(f, cr)
     n = first - 1
     blanks = 0  # consecutive blank lines: after BLANK_RUN of them the run is skipped in bulk
     while True:
@@ -193,7 +200,7 @@ def _lines(f: BinaryIO, limit: int, first: int = 1) -> Iterator[tuple[int, str |
                 n += skip_blank_lines(f, limit)
             continue
         blanks = 0
-        yield n, _decode_line(ref, body, encoding)
+        yield n, _decode_line(ref, body.translate(SWAP_CRLF) if cr else body, encoding)
 
 
 def _decode_line(ref: str, body: bytes, encoding: str) -> str | RecordError:

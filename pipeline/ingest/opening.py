@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar, cast
 
 from pipeline.ingest.base import SourceUnreadable
 
@@ -308,6 +308,44 @@ def head_bytes(path: Path, size: int) -> tuple[bytes, str | None]:
     except READ_ERRORS as e:
         return head, str(e) or type(e).__name__
     return head, None
+
+
+# ------------------------------------------------------------------------ CR-only line ends
+
+CR_SNIFF = 64 * 1024  # decoded bytes looked at to tell CR-only line ends
+SWAP_CRLF = bytes.maketrans(b"\r\n", b"\n\r")
+
+
+def cr_line_ends(path: Path) -> bool:
+    """True for a text file whose lines end in CR alone (classic Mac OS): its first 64 KiB
+    hold a CR and no LF. Every reader and counter of lines (CSV, JSON lines) asks this, so
+    they cut the same lines."""
+    head = head_bytes(path, CR_SNIFF)[0]
+    return b"\r" in head and b"\n" not in head
+
+
+class Swapped(io.RawIOBase):
+    """`f` with CR and LF swapped: a CR-only file read by the LF line splitters (a reader
+    that keeps the line's bytes swaps each line back with SWAP_CRLF)."""
+
+    def __init__(self, f: BinaryIO):
+        self.f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.f.read1(len(b)).translate(SWAP_CRLF)  # type: ignore[attr-defined]
+        b[: len(data)] = data
+        return len(data)
+
+
+_Stream = TypeVar("_Stream", BinaryIO, io.BufferedReader)
+
+
+def lf_lines(f: _Stream, cr: bool) -> _Stream:
+    """The stream as LF-ended lines: `f` itself, or with CR and LF swapped (cr_line_ends)."""
+    return cast(_Stream, io.BufferedReader(Swapped(f), CHUNK)) if cr else f
 
 
 def open_maybe_gzip(path: Path) -> BinaryIO:

@@ -26,7 +26,15 @@ import pyarrow.parquet as pq
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
-from pipeline.ingest.opening import BOMS, CHUNK, GZIP_MAGIC, SNIFF, open_regular, utf16_guess
+from pipeline.ingest.opening import (
+    BOMS,
+    CHUNK,
+    GZIP_MAGIC,
+    SNIFF,
+    cr_line_ends,
+    open_regular,
+    utf16_guess,
+)
 from pipeline.ingest.sources import SOURCES
 from pipeline.secrets.masking import shown
 
@@ -104,6 +112,7 @@ def _lines(path: Path, shard_bytes: int) -> list[Shard | None]:
             head[:2] == GZIP_MAGIC
             or _foreign_bom(head)
             or utf16_guess(head) is not None  # UTF-16 without a BOM: an LF byte is half a char
+            or cr_line_ends(path)  # lines end at CRs: cut by the reader, not at LF bytes
             or detect_layout(path) != "lines"
         ):
             return [None]

@@ -15,11 +15,12 @@ import pyarrow.parquet as pq
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.count import count_csv, count_json, count_parquet
-from pipeline.ingest.csvio import cr_line_ends, iter_csv_records
+from pipeline.ingest.csvio import iter_csv_records
 from pipeline.ingest.jsonio import iter_json_records, iter_line_range
 from pipeline.ingest.mapping import Mapper, mapped_columns
 from pipeline.ingest.opening import (
     check_source_path,
+    cr_line_ends,
     encoding_of,
     head_bytes,
     open_regular,
