@@ -527,6 +527,53 @@ CAUGHT += [  # a fragment of brackets and separators, cut from a change elsewher
     (dict(comment="WIP (#4028)", **TS), "contentless_comment", "says_nothing"),
     (dict(comment="Initial commit (#1)", **RUST), "contentless_comment", "initial_commit"),
 ]
+DEBUG = "the edit only adds or only removes debug output"
+CAUGHT += [  # debug output put in or taken out on the way to another change (zod, axios)
+    (
+        dict(
+            path="src/types.ts",
+            comment="Clear regex state between validations",
+            before="",
+            after="          console.log(`regex failed!`);\n          console.log(data);",
+            **TS,
+        ),
+        "debug_output",
+        DEBUG,
+    ),
+    (
+        dict(
+            path="test/unit/adapters/http.js",
+            comment="Fixed decompression for responses without `Content-Length` header (#5306)",
+            before="      console.log(req.headers);\n",
+            after="\n",
+            **JS,
+        ),
+        "debug_output",
+        DEBUG,
+    ),
+    (
+        dict(
+            path="src/parser.ts",
+            comment="Fixed union parsing error",
+            before="  const x = parse(v);\n  // console.log(err);\n  debugger;",
+            after="  const x = parse(v);",
+            **TS,
+        ),
+        "debug_output",
+        DEBUG,
+    ),
+    (
+        dict(
+            path="src/walk.rs",
+            comment="Skip hidden entries",
+            before="let depth = entry.depth();",
+            after="let depth = entry.depth();\nlet d = dbg!(entry.path());",
+            **RUST,
+        ),
+        "debug_output",
+        DEBUG,
+    ),
+]
 KEPT = [
     # a hand-written file in a folder named dist (or build) stays: no banner, no wrapper, not the
     # project's own bundle
@@ -619,6 +666,24 @@ KEPT = [
     dict(before="foo(x));", after="foo(x);", **JS),
     dict(comment="Update README.md to explain the retry option", **JS),
     dict(comment="Update docs for the new API (#412)", **TS),
+    # debug output a commit is about, changed in place, or beside a real change
+    dict(
+        path="src/__tests__/error.test.ts",
+        comment="Remove logging in passing tests",
+        before="    console.log(zerr);",
+        after="",
+        **TS,
+    ),
+    dict(path="bin/cli.js", before="console.log(a);", after="console.log(a, b);", **JS),
+    dict(
+        path="src/parser.ts",
+        comment="Implemented LazyObject",
+        before="      const shape = def.shape;",
+        after="      console.log(def.shape);\n      const shape = def.shape();",
+        **TS,
+    ),
+    dict(path="src/main.go", before="", after='fmt.Println("done")', **GO),  # not a listed language
+    dict(path="lib/log.js", before="", after="logger.info('started');", **JS),
 ]
 
 

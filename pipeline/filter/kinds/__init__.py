@@ -14,6 +14,7 @@ from pipeline.filter.kinds import (
     blank,
     bot_author,
     commented_code,
+    debug_only,
     format_only,
     language,
     length,
@@ -50,6 +51,7 @@ KINDS: dict[str, Kind] = {
         minified,
         unrelated_sides,
         commented_code,
+        debug_only,
         versions_only,
         mirror,
     )
