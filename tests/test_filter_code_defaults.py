@@ -574,6 +574,21 @@ CAUGHT += [  # debug output put in or taken out on the way to another change (zo
         DEBUG,
     ),
 ]
+OWN = "the edit only changes the package's own version"
+CAUGHT += [  # a package's own version bumped in a commit about something else
+    (
+        dict(
+            path="package.json",
+            language="json",
+            repo="acme/schemakit",
+            comment="Fixed UUID regex",
+            before='  "version": "1.11.13",',
+            after='  "version": "1.11.14",',
+        ),
+        "own_version",
+        OWN,
+    ),
+]
 KEPT = [
     # a hand-written file in a folder named dist (or build) stays: no banner, no wrapper, not the
     # project's own bundle
@@ -684,6 +699,50 @@ KEPT = [
     ),
     dict(path="src/main.go", before="", after='fmt.Println("done")', **GO),  # not a listed language
     dict(path="lib/log.js", before="", after="logger.info('started');", **JS),
+    # the version a subject speaks of, a dependency's version, a version beside other changes
+    dict(
+        path="package.json",
+        language="json",
+        comment="Release 1.11.14 with the UUID fix",
+        before='  "version": "1.11.13",',
+        after='  "version": "1.11.14",',
+    ),
+    dict(
+        path="package.json",
+        language="json",
+        comment="Prepare the next beta",
+        before='  "version": "3.0.0-beta.2",',
+        after='  "version": "3.0.0-beta.3",',
+    ),
+    dict(
+        path="package.json",
+        language="json",
+        comment="Use the new parser",
+        before='  "acorn": "^8.10.0",',
+        after='  "acorn": "^8.11.2",',
+    ),
+    dict(  # a Cargo.toml `version` line may be a dependency table's: left alone
+        path="Cargo.toml",
+        language="toml",
+        comment="Fix deprecation warning from chrono",
+        context="[dependencies.chrono]\n",
+        before='version = "0.4.19"',
+        after='version = "0.4.23"',
+    ),
+    dict(
+        path="package.json",
+        language="json",
+        comment="Update dependencies",
+        before='  "version": "0.4.19",',
+        after='  "version": "0.4.23",',
+    ),
+    dict(
+        path="Cargo.toml",
+        language="toml",
+        comment="Add the walk feature",
+        before='version = "0.1.0"\n',
+        after='version = "0.2.0"\nedition = "2021"\n',
+    ),
 ]
 
 

@@ -163,6 +163,10 @@ def validate_rule(d: dict[str, Any], where: str) -> Rule:
             params[key] = () if key == "except" and v == [] else _patterns(v, fail, key, kind)
         elif key in ("allow", "languages"):
             params[key] = _languages(v, fail, key)
+        elif key == "what":
+            if not isinstance(v, str) or len(v) > 80:
+                fail("`what` names the lines in the reason: a text of at most 80 characters")
+            params[key] = v
         elif key == "unit":
             if v not in UNITS:
                 fail(f"unit {v!r} must be one of {', '.join(UNITS)}")

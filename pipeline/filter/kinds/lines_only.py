@@ -1,9 +1,10 @@
-"""debug_only: in one of `languages`, the edit only adds lines or only removes them, and every
-line it adds or removes (whitespace trimmed, blank lines aside) matches one of `patterns`
-(`console.log(...)`, `debugger`, `dbg!(...)`): debug output put in or taken out on the way to
-some other change, which the comment (the commit's subject) does not describe. No `except`
-regex may match the comment: a commit that says it removes logging keeps its edit. A line
-changed in place (`console.log(a)` -> `console.log(b)`) is an edit of its own, never a hit."""
+"""lines_only: in one of `languages`, every line the edit adds or removes (whitespace trimmed,
+blank lines aside; lines compared as sets) matches one of `patterns`, and no `except` regex
+matches the comment. With `one_sided`, the edit must only add lines or only remove them, so a
+line changed in place (`console.log(a)` -> `console.log(b)`) is an edit of its own, never a
+hit. The defaults use it for what rides along in a commit about something else: debug output
+put in or taken out, a package's own version number bumped (a subject that speaks of it, the
+`except`, keeps the edit)."""
 
 from __future__ import annotations
 
@@ -34,19 +35,21 @@ def hit(rule: Rule, found: Found) -> pl.Expr:
     cand = language.is_in(list(rule.params["languages"])) & (text("before") != text("after"))
     before, after = _lines("before", cand), _lines("after", cand)
     removed, added = before.list.set_difference(after), after.list.set_difference(before)
-    one_sided = (removed.list.len() == 0) != (added.list.len() == 0)
+    some = (removed.list.len() > 0) | (added.list.len() > 0)
+    if rule.params["one_sided"]:
+        some = (removed.list.len() == 0) != (added.list.len() == 0)
     debug = combine([p for _, p in rule.params["patterns"]], bool(rule.params["ignore_case"]))
     every = removed.list.concat(added).list.eval(pl.element().str.contains(debug)).list.all()
-    out = cand & one_sided & every
+    out = cand & some & every
     if rule.params["except_patterns"]:
         out = out & ~any_pattern(rule, "comment", "except_patterns")
     return out
 
 
 def reason(rule: Rule, found: Found) -> pl.Expr:
-    return pl.lit(
-        "the edit only adds or only removes debug output, and the comment does not speak of it"
-    )
+    what = rule.params["what"] or f"lines matching {rule.name}'s patterns"
+    how = "only adds or only removes" if rule.params["one_sided"] else "only changes"
+    return pl.lit(f"the edit {how} {what}, and the comment does not speak of it")
 
 
 def reference(rule: Rule, row: Row, found: Found) -> bool:
@@ -56,7 +59,7 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
         return False
     sides = [{s for ln in row.txt(f).split("\n") if (s := ln.strip())} for f in ("before", "after")]
     removed, added = sides[0] - sides[1], sides[1] - sides[0]
-    if bool(removed) == bool(added):
+    if not (removed or added) or (rule.params["one_sided"] and removed and added):
         return False
     ic = bool(rule.params["ignore_case"])
     pats = [with_flags(p, ic) for _, p in rule.params["patterns"]]
@@ -74,4 +77,6 @@ KEYS = {
     "patterns": (True, None),
     "except": (False, ()),
     "ignore_case": (False, False),
+    "one_sided": (False, False),
+    "what": (False, ""),  # what the lines are, in the reason ("debug output")
 }
