@@ -3,7 +3,8 @@
 Every pattern that reads data was timed on hostile inputs (runs of what each repeat accepts,
 near misses at 20k, 40k and 100k characters). The ones that grew faster than the text are
 fixed and pinned here, in a child process with a timeout (a regression fails, never hangs);
-each fix is checked to find what the old pattern found.
+each fix is checked to find what the old pattern found. The ones that stayed linear are
+pinned too, on their worst shapes, so a rewrite that makes one backtrack is caught.
 """
 
 from __future__ import annotations
@@ -80,3 +81,40 @@ def test_skip_blank_lines_stops_where_the_old_pattern_stopped():
             lines = text.split(b"\n")[:-1]
             long = next((k for k, x in enumerate(lines) if len(x) > limit), len(lines))
             assert opening.skip_blank_lines(f, limit) == long, (limit, text)
+
+
+# ------------------------------------------------------------ the patterns that stay linear
+
+_H = "⟨H⟩"
+# (code that makes `x`, call): each took under 40 ms at 100k characters when audited
+_LINEAR = [
+    ("'a1' * 50_000 + 'g'", "N._HEX.sub(N.HEX, x)"),
+    ("'1.0.0' + '-1' * 50_000 + 'x'", "N._NUM.sub(N.NUM, x)"),
+    (f"'1.0.0-' + {_H + '-'!r} * 25_000", "N._NUM.sub(N.NUM, x)"),
+    ("' >=' * 33_000", "N._NUM.sub(N.NUM, x)"),
+    ("'é 1.0.0' + '-1' * 50_000", "N.normalise_text(x)"),
+    ("\"'\" + '\\\\' * 100_000", "M.unrepr(x)"),
+    ("'github.com/' + 'a' * 100_000", "M.github_repo(x)"),
+    ("'```py\\n' + '`' * 50_000 + ' ' * 50_000 + 'x'", "G.split_suggestions(x)"),
+    ("('\\n' + ' ' * 100) * 1000 + 'x'", "G.split_suggestions(x)"),
+    ("'/repos/a/' + 'b' * 100_000", "G._repo_change(x, None)"),
+    ("'\\n' + '\\\\' * 100_000", "T.escape_field(x); T.unescape_field(x)"),
+    ("b'[\"' + b'\\\\\"' * 50_000", "J._TOKEN.search(x, 1); J._STRING.match(x, 1)"),
+]
+
+
+def test_the_data_regexes_that_stay_on_python_re_are_linear_on_their_worst_shapes():
+    """All in one child (its imports once); one shape over LIMIT / 4 names itself."""
+    setup = (
+        "from pipeline.shapes import normalise as N\nfrom pipeline.ingest import mapping as M\n"
+        "from pipeline.ingest import jsonstream as J\nfrom pipeline import template as T\n"
+        "from pipeline.ingest.sources import github as G\n"
+        f"cases = [(eval(make), call) for make, call in {_LINEAR!r}]"
+    )
+    run = (
+        "slow = []\nfor x, call in cases:\n"
+        "    t0 = time.perf_counter()\n    exec(call)\n    s = time.perf_counter() - t0\n"
+        f"    slow += [f'{{call}}: {{s:.3f}} s'] if s > {LIMIT / 4} else []\n"
+        "assert not slow, slow"
+    )
+    assert _timed(setup, run) < LIMIT
