@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -44,6 +45,12 @@ def _whole(v: float, leading: str = "") -> str:
     return text if v >= 1 and v == round(v) and (not leading or text[0] in leading) else ""
 
 
+def _array(values: Sequence[float]) -> np.ndarray:
+    """Values as one float array: matplotlib bins an array 20x faster than a list (0.4 s a
+    plot of a million values as a list)."""
+    return np.asarray(values, dtype=np.float64)
+
+
 def hist(
     values: Sequence[float],
     path: Path,
@@ -58,7 +65,7 @@ def hist(
     """A histogram of counts (`ylabel`: what is counted); `vline` marks a threshold or the
     median; integer_x: the values are whole numbers, so the x ticks are too."""
     fig, ax = plt.subplots(figsize=SIZE)
-    ax.hist(list(values), bins=bins, color="#4c72b0", edgecolor="white")
+    ax.hist(_array(values), bins=bins, color="#4c72b0", edgecolor="white")
     if vline is not None:
         ax.axvline(vline, color="#c44e52", ls="--", lw=1.2)
     if log_y:  # counts on a log axis: whole numbers as written, never 4 x 10^0
@@ -95,7 +102,7 @@ def jaccard(verified: Sequence[float], below: Sequence[float], threshold: float,
     fig, ax = plt.subplots(figsize=SIZE)
     bins = [i / 40 for i in range(41)]
     ax.hist(
-        [list(below), list(verified)],
+        [_array(below), _array(verified)],
         bins=bins,
         stacked=True,
         color=["#dd8452", "#4c72b0"],
