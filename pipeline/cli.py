@@ -200,22 +200,47 @@ def run_all(
     executor: Annotated[str, typer.Option(help="local | ray (default: run.executor).")] = "",
 ) -> None:
     """Run every stage in order (unchanged ones are skipped), verify, write the report."""
+    from pipeline.runner import cpu_seconds
     from pipeline.verify import verify_run
 
+    startup = cpu_seconds()  # the interpreter, the imports, the arguments
     set_ = [*(set_ or []), *([f"run.executor={executor}"] if executor else [])]
     p = _pipeline(config, set_, paths, out, print_config)
     run = p.run(until=until, force=force, on_stage=_show)
+    ran = cpu_seconds()
     problems, _ = verify_run(run.path)
     if problems:
         for prob in problems:
             console.print(Text.assemble(("conservation: ", "red"), prob))
         raise typer.Exit(DATA)
+    verified = cpu_seconds()
     console.print(Text.assemble(("run complete", "green"), f": {run.path} (conservation verified)"))
     _say_stale(run.path)
     if until is None:
         _report(run, p)
     if json_:
-        typer.echo(json_text(run.summary(), indent=2))  # stages in PIPELINE order
+        summary = run.summary()  # stages in PIPELINE order
+        summary["cpu_s"] = _cpu_parts(summary, startup, ran, verified, cpu_seconds())
+        typer.echo(json_text(summary, indent=2))
+
+
+def _cpu_parts(
+    summary: dict, startup: float, ran: float, verified: float, end: float
+) -> dict[str, float]:
+    """The command's CPU time in parts that sum to the process's own (user + system, threads
+    and finished children included): the stages run now (their manifests' cpu_s), the work
+    between them (config, keys, input hashing, each stage's output check), the final verify,
+    the report, and the start-up before the command (interpreter, imports)."""
+    stages = sum(v["cpu_s"] or 0.0 for v in summary["stages"].values() if v["skipped"] is False)
+    parts = {
+        "process": end,
+        "startup": startup,
+        "stages": stages,
+        "between_stages": ran - startup - stages,
+        "verify": verified - ran,
+        "report": end - verified,
+    }
+    return {k: round(v, 3) for k, v in parts.items()}
 
 
 def _report(run: Run, p: Pipeline) -> None:

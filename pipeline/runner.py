@@ -154,6 +154,13 @@ def prepare(stage: Stage, cfg: Config, key: Key | None = None) -> StageRun:
 # ------------------------------------------------------------------------ running
 
 
+def cpu_seconds() -> float:
+    """The process's CPU time so far, user + system, its threads' and its finished child
+    processes' included (a pool's workers, a git or gzip child)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def run_stage(
     stage: Stage, cfg: Config, force: bool = False, key: Key | None = None
 ) -> StageResult:
@@ -162,7 +169,7 @@ def run_stage(
         return StageResult(stage.name, read_manifest(sr.dir) or {}, skipped=True)
     sr.begin()
     _say_compiling(stage)
-    cpu0 = os.times()
+    cpu0 = cpu_seconds()
     io = StageIO(cfg, stage, sr)
     if stage.map is not None:
         counts, extra = _run_map(stage, cfg, io)
@@ -179,8 +186,7 @@ def run_stage(
             "input": f"../{stage.reads[0]}",
             "outputs": stage.leaves,
         }
-    cpu1 = os.times()
-    extra["cpu_s"] = round((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system), 3)
+    extra["cpu_s"] = round(cpu_seconds() - cpu0, 3)
     manifest = sr.finish(counts, extra)
     invalidate_downstream(cfg.run_dir, stage.name)  # no later output is older than this one
     from pipeline.verify import check_stage

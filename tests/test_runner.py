@@ -267,3 +267,27 @@ def test_a_same_size_byte_flip_in_a_part_reruns_that_stage_and_restores_it(tmp_p
     assert [r.skipped for r in again.results] == [True, False, True]
     assert part.read_bytes() == good
     assert verify_run(tmp_path / "run")[0] == []
+
+
+def test_json_cpu_parts_sum_to_the_process_own_cpu(tmp_path):
+    """`run --json` accounts for the command's CPU: stages, the work between them, verify,
+    report and start-up sum to the process's own user + system time, which is most of what
+    the OS measured for the process (the rest: the interpreter's teardown after the print)."""
+    src = jsonl(tmp_path)
+    code = "import sys; from pipeline.cli import app; sys.argv[0] = 'editcurate'; app()"
+    args = [sys.executable, "-c", code, "run", str(src), "--out", str(tmp_path / "r"), "--json"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert p.stdout is not None
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    cpu = json.loads(out[out.index("{") :])["cpu_s"]
+    parts = ("startup", "stages", "between_stages", "verify", "report")
+    assert set(cpu) == {"process", *parts}
+    assert min(cpu.values()) >= 0 and cpu["stages"] > 0 and cpu["report"] > 0
+    assert abs(sum(cpu[k] for k in parts) - cpu["process"]) < 0.01
+    assert (
+        0.75 * (usage.ru_utime + usage.ru_stime)
+        <= cpu["process"]
+        <= usage.ru_utime + usage.ru_stime
+    )
