@@ -17,6 +17,7 @@ from typing import Any, TypeVar, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from pipeline.config.models import Config, ConfigError, FieldProblem
+from pipeline.textfile import NotTextFile, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,13 +36,14 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         p = Path(path)
         where = str(p)
         try:
-            data = read_toml(p.read_text(encoding="utf-8"))
+            data = read_toml(read_text(p))
         except (
             FileNotFoundError,
             IsADirectoryError,
             UnicodeDecodeError,
             tomllib.TOMLDecodeError,
             TooDeep,
+            NotTextFile,
         ) as e:
             # other OS errors (permission denied) stay OSErrors: an environment failure, exit 3
             raise ConfigError(f"{p}: {_unreadable(e)}") from None
@@ -106,6 +108,8 @@ def _unreadable(e: Exception) -> str:
         return "is a folder, not a config file"
     if isinstance(e, UnicodeDecodeError):
         return f"not UTF-8 text (byte {e.start}): not a TOML config"
+    if isinstance(e, NotTextFile):
+        return str(e)
     return f"invalid TOML: {e}"
 
 

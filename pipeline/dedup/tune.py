@@ -26,6 +26,7 @@ from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.shingles import shingle_sets
 from pipeline.runs import StageFailed, atomic_path, read_manifest
 from pipeline.schema import with_change_j
+from pipeline.textfile import check_regular
 
 
 class TuneFailed(StageFailed):
@@ -182,6 +183,7 @@ def best_threshold(pr: pl.DataFrame) -> float:
 
 def read_labels(path: Path) -> pl.DataFrame:
     try:
+        check_regular(path)  # polars would block on a FIFO, read /dev/zero forever
         df = pl.read_csv(path, schema_overrides={"id_a": pl.String, "id_b": pl.String})
     except Exception as e:
         raise TuneFailed(f"tune: {path}: cannot read labels CSV ({e})") from None

@@ -23,6 +23,7 @@ from pipeline.filter.kinds.contract import Fail, Rule
 from pipeline.filter.kinds.length import UNITS
 from pipeline.filter.regex import check_combined, check_pattern
 from pipeline.schema import TEXT_FIELDS
+from pipeline.textfile import NotTextFile, read_text
 
 # pipeline/rules: the repository's top-level rules/ (a link in a checkout, package data in a wheel)
 RULES_DIR = Path(__file__).resolve().parents[1] / "rules"
@@ -241,10 +242,10 @@ class _PlainLoader(yaml.SafeLoader):
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except FileNotFoundError:
         raise RulesError(f"{path}: rules file not found") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, NotTextFile) as e:
         raise RulesError(f"{path}: cannot read rules file: {e}") from None
     try:
         data = yaml.load(text, Loader=_PlainLoader)  # SafeLoader, aliases refused

@@ -44,8 +44,41 @@ def _sizes(arr: pa.Array) -> np.ndarray:
         cum = np.concatenate([[0], np.cumsum(_sizes(arr.values))])
         off = arr.offsets.to_numpy()  # n + 1 positions into the (unsliced) values
         return (cum[off[1:]] - cum[off[:-1]]).astype(np.int64)
-    width = getattr(t, "bit_width", 0) or 0  # fixed width; 0: null, or a type not sized
-    return np.full(n, max(width // 8, 1 if width else 0), np.int64)
+    if pa.types.is_null(t):  # an all-null column (`datasets` Value("null"), pandas' None)
+        return np.zeros(n, np.int64)
+    if isinstance(t, pa.ExtensionType):
+        return _sizes(arr.storage)
+    return _other_sizes(arr, t, n)
+
+
+def _other_sizes(arr: pa.Array, t: pa.DataType, n: int) -> np.ndarray:
+    """_sizes of the view, run-end-encoded and union types, and of fixed-width values (their
+    width). A type of none of these kinds has no width to ask for (pyarrow raises): each of
+    its values counts as the whole array's bytes, so an unknown type is never under-sized."""
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        return _numpy(pc.binary_length(arr.cast(pa.large_binary())))
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        cum = np.concatenate([[0], np.cumsum(_sizes(arr.values))])
+        off, size = arr.offsets.to_numpy(), arr.sizes.to_numpy()  # null slots: size 0 or any
+        return (cum[off + size] - cum[off]).astype(np.int64)
+    if pa.types.is_run_end_encoded(t):  # sized per run, never decoded (one value x 1M rows)
+        ends = arr.run_ends.to_numpy()
+        runs = np.searchsorted(ends, np.arange(arr.offset, arr.offset + n), side="right")
+        return _sizes(arr.values)[runs]
+    if pa.types.is_union(t):
+        codes = arr.type_codes.to_numpy(zero_copy_only=False)
+        child = {code: _sizes(arr.field(i)) for i, code in enumerate(t.type_codes)}
+        out = np.zeros(n, np.int64)
+        at = arr.offsets.to_numpy() if t.mode == "dense" else np.arange(n)
+        for code, sizes in child.items():
+            rows = codes == code
+            out[rows] = sizes[at[rows]]
+        return out
+    try:
+        width = t.bit_width  # fixed width
+    except ValueError:  # a type with no fixed width and no case above
+        return np.full(n, arr.nbytes, np.int64)
+    return np.full(n, max(width // 8, 1), np.int64)
 
 
 def _numpy(lengths: pa.Array) -> np.ndarray:

@@ -142,3 +142,27 @@ def test_every_field_of_the_wrong_type_at_once(ingest):
     assert r.code == EXIT_OK and r.items.height == 3
     assert sorted(r.errors["source_ref"].to_list()) == ["line 4", "line 5"]
     r.verify_passes()
+
+
+def test_a_csv_header_repeating_a_column_is_a_warning(ingest):
+    """Was silent: `before,after,comment,comment` read the second comment, the first one lost
+    without a word."""
+    r = ingest("d.csv", "before,after,comment,comment\nx = 1,y = 1,first,second\n")
+    assert r.code == EXIT_OK
+    assert r.comments() == ["second"]
+    (w,) = r.source["warnings"]
+    assert "repeats column(s) ['comment']; only the last column of each name is read" in w
+    r.verify_passes()
+
+
+def test_a_parquet_file_repeating_a_column_is_a_warning(ingest, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = ["before", "after", "comment", "comment"]
+    cols = [pa.array([v]) for v in ("x = 1", "y = 1", "first", "second")]
+    pq.write_table(pa.Table.from_arrays(cols, names=names), tmp_path / "d.parquet")
+    r = ingest("d.parquet", None)
+    assert r.code == EXIT_OK and r.comments() == ["second"]
+    assert any("repeats column(s) ['comment']" in w for w in r.source["warnings"])
+    r.verify_passes()

@@ -5,6 +5,7 @@ Parquet, gzip-compressed or not, with a field mapping from the config (see mappi
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,7 +169,18 @@ def _read_csv(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext
         yield RecordError("file", "", EMPTY, "skip")
 
 
+def _warn_repeated(path: Path, names: list[str], ctx: IngestContext) -> None:
+    """A row is read as {name: value}, so of columns sharing a name only the last is read."""
+    repeated = sorted(c for c, n in Counter(names).items() if n > 1)
+    if repeated:
+        ctx.warn(
+            f"{path.name}: the header repeats column(s) {repeated[:12]}; only the last "
+            "column of each name is read"
+        )
+
+
 def _check_header(spec: SourceConfig, path: Path, header: list[str], ctx: IngestContext):
+    _warn_repeated(path, header, ctx)
     fields = mapped_columns(spec).items()
     missing = sorted({col for name, col in fields if name in spec.fields and col not in header})
     if missing:
@@ -240,6 +252,7 @@ def _read_parquet(
 
 
 def _warn_missing(spec: SourceConfig, path: Path, names: list[str], ctx: IngestContext) -> None:
+    _warn_repeated(path, names, ctx)
     missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - set(names))
     if missing:
         ctx.warn(f"{path.name}: mapping names column(s) {missing} absent from the file")
