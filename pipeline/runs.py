@@ -158,18 +158,29 @@ def output_size(path: Path) -> int:
     return path.stat().st_size
 
 
-def output_sha(path: Path) -> str:
-    """sha256 of a file, or of a folder's relative paths and file hashes."""
+def _files(folder: Path, skip: Path | None = None) -> list[Path]:
+    """The files under a folder, in name order; none under `skip` (a run folder kept inside
+    an input folder: ingest writes there while it reads the input)."""
+    files = sorted(q for q in folder.rglob("*") if q.is_file())
+    if skip is None:
+        return files
+    real, skip = folder.resolve(), skip.resolve()
+    return [q for q in files if not (real / q.relative_to(folder)).is_relative_to(skip)]
+
+
+def output_sha(path: Path, skip: Path | None = None) -> str:
+    """sha256 of a file, or of a folder's relative paths and file hashes (none under skip)."""
     if not path.is_dir():
         return file_sha256(path)
     h = hashlib.sha256()
-    for p in sorted(q for q in path.rglob("*") if q.is_file()):
+    for p in _files(path, skip):
         h.update(f"{p.relative_to(path).as_posix()}\0{file_sha256(p)}\n".encode())
     return h.hexdigest()
 
 
-def input_fingerprint(path: Path, rev: str | None = None) -> str:
-    """Content fingerprint of an input: a file's sha256, a folder's over its files, a git rev."""
+def input_fingerprint(path: Path, rev: str | None = None, skip: Path | None = None) -> str:
+    """Content fingerprint of an input: a file's sha256, a folder's over its files (none
+    under `skip`, the run's own folder), a git rev."""
     if rev is not None:
         out = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--verify", f"{rev}^{{commit}}"],
@@ -178,15 +189,16 @@ def input_fingerprint(path: Path, rev: str | None = None) -> str:
         )
         return "git:" + (out.stdout.strip() or "unresolved")
     if path.is_dir():
-        return "dir:" + output_sha(path)
+        return "dir:" + output_sha(path, skip)
     return "sha256:" + file_sha256(path)
 
 
-def input_state(path: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+def input_state(path: Path, skip: Path | None = None) -> tuple[tuple[str, int, int, int, int], ...]:
     """What a file's (or a folder's files') stat says of its content: (name, size, mtime,
-    ctime, inode). Any write moves the ctime, which no one can set back, so equal states
-    before and after a read mean no file was written in between (restored bytes included)."""
-    files = sorted(q for q in path.rglob("*") if q.is_file()) if path.is_dir() else [path]
+    ctime, inode); none under `skip` (the run's own folder). Any write moves the ctime, which
+    no one can set back, so equal states before and after a read mean no file was written in
+    between (restored bytes included)."""
+    files = _files(path, skip) if path.is_dir() else [path]
     out = []
     for f in files:
         try:

@@ -125,3 +125,23 @@ def test_an_unchanged_input_is_checked_and_the_rerun_skips(tmp_path):
     p = Pipeline.from_paths(src, out=tmp_path / "run")
     assert not p.run(until="ingest").results[0].skipped
     assert p.run(until="ingest").results[0].skipped
+
+
+def test_a_run_folder_inside_a_parquet_folder_source_is_not_part_of_the_input(tmp_path):
+    """A folder source is fingerprinted and watched without the run's own folder kept inside
+    it (ingest writes there while it reads the source): a forced re-run succeeds, and an
+    unforced one skips as unchanged."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "parts"
+    src.mkdir()
+    rows = {"before": ["x = 1", "y = 2"], "after": ["x = 2", "y = 3"], "comment": ["x", "y"]}
+    pq.write_table(pa.table(rows), src / "part-0.parquet")
+    run = src / "run"
+    first = Pipeline.from_paths(src, out=run).run(until="ingest").results[0]
+    assert first.manifest["counts"]["items_out"] == 2
+    forced = Pipeline.from_paths(src, out=run).run(until="ingest", force=True).results[0]
+    assert not forced.skipped and forced.manifest["inputs"] == first.manifest["inputs"]
+    assert Pipeline.from_paths(src, out=run).run(until="ingest").results[0].skipped
+    assert verify_run(run)[0] == []

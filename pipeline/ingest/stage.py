@@ -91,7 +91,7 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
         except SourceUnreadable as e:
             raise IngestIOError(f"source {name!r} ({spec.kind}): {shown(str(e))}") from None
         pin = SOURCES[spec.kind].rev
-        inputs[name] = input_fingerprint(p, pin(spec) if pin else None)
+        inputs[name] = input_fingerprint(p, pin(spec) if pin else None, cfg.run_dir)
     return "", inputs
 
 
@@ -111,7 +111,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         bar = stack.enter_context(io.progress())
         for i, (spec, name) in enumerate(zip(cfg.ingest.sources, source_names(cfg), strict=True)):
             path = source_path(cfg, spec)
-            before = _state(spec, path)  # before anything of it is read (the plan reads it)
+            before = _state(spec, path, cfg.run_dir)  # before its read (the plan reads it)
             pieces = shards.plan(spec, path, cfg.ingest.shard_bytes)
             first = pieces[0]
             whole = first is None
@@ -138,7 +138,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             bar.update(task, completed=bar.tasks[task].total or 0)
             per_source[name] = _source_counts(spec, tally, tally.warnings)
             per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings))
-            _check_unchanged(spec, name, path, before, io.run.inputs.get(name))
+            _check_unchanged(spec, name, path, before, io.run.inputs.get(name), cfg.run_dir)
             for w in tally.warnings:
                 console.print(f"[yellow]warning[/] source {escape(repr(name))}: {escape(w)}")
         out.close()
@@ -146,26 +146,27 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     return counts, {"conservation": {"kind": "records", "sources": per_source}}
 
 
-def _state(spec: SourceConfig, path: Path) -> Any:
-    """The source's stat (runs.input_state); None for a kind whose fingerprint is a pinned
-    revision (git: its files may change, the history at the revision cannot)."""
-    return None if SOURCES[spec.kind].rev else input_state(path)
+def _state(spec: SourceConfig, path: Path, run_dir: Path) -> Any:
+    """The source's stat (runs.input_state), the run's own folder left out where the source
+    folder holds it; None for a kind whose fingerprint is a pinned revision (git: its files
+    may change, the history at the revision cannot)."""
+    return None if SOURCES[spec.kind].rev else input_state(path, run_dir)
 
 
 def _check_unchanged(
-    spec: SourceConfig, name: str, path: Path, before: Any, recorded: str | None
+    spec: SourceConfig, name: str, path: Path, before: Any, recorded: str | None, run_dir: Path
 ) -> None:
     """IngestIOError (exit 3) unless the source is as it was fingerprinted and as it was when
     its read began: a file truncated or rewritten while it was read (restored or not) would
     otherwise leave a partial read recorded under the whole file's fingerprint, and the next
     run would skip it as unchanged. Costs one more hash of each input (sha256, ~0.8 GB/s)."""
     pin = SOURCES[spec.kind].rev
-    now = _state(spec, path)
+    now = _state(spec, path, run_dir)
     try:
-        fingerprint = input_fingerprint(path, pin(spec) if pin else None)
+        fingerprint = input_fingerprint(path, pin(spec) if pin else None, run_dir)
     except OSError:  # gone, or unreadable now
         fingerprint = None
-    if now == before and fingerprint == recorded and _state(spec, path) == now:
+    if now == before and fingerprint == recorded and _state(spec, path, run_dir) == now:
         return
     what = "its revision" if pin else "its size, times or content"
     raise IngestIOError(
