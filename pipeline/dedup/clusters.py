@@ -49,7 +49,7 @@ RANK_COLUMNS = {
 TIE_BREAK = ("id", "source", "source_ref")  # always appended: a total order over rows
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _common(va, i, ie, vb, j, je, parts, per_part):
     """How many values the sorted unique runs va[i:ie] and vb[j:je] share; given per_part
     (not None), also counted per part (an element's part: its value mod parts) into it."""
@@ -69,7 +69,7 @@ def _common(va, i, ie, vb, j, je, parts, per_part):
     return inter
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _jaccard(va, i, ie, vb, j, je, parts, empty):
     """|A & B| / |A | B| of the sorted unique runs va[i:ie] and vb[j:je], taken apart for each
     of `parts` parts (an element's part: its value mod parts; change sets have four, change.py)

@@ -110,7 +110,7 @@ def sorted_keys(key):
     return sk, order
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _run_end(sk, s):
     """The end of the run of equal keys starting at s (one bucket)."""
     e = s + 1

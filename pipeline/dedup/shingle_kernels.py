@@ -26,21 +26,21 @@ MOVES = 16  # see _sort_unique
 WS_KIND = np.array([0, 32, 9, 11, 10, 12, 13, 28], dtype=np.uint8)
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _mix_k(k):
     k = (k * np.uint64(0xCC9E2D51)) & np.uint64(0xFFFFFFFF)
     k = ((k << np.uint64(15)) | (k >> np.uint64(17))) & np.uint64(0xFFFFFFFF)
     return (k * np.uint64(0x1B873593)) & np.uint64(0xFFFFFFFF)
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _mix_h(h, k):
     h ^= k
     h = ((h << np.uint64(13)) | (h >> np.uint64(19))) & np.uint64(0xFFFFFFFF)
     return (h * np.uint64(5) + np.uint64(0xE6546B64)) & np.uint64(0xFFFFFFFF)
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _fmix(h):
     h ^= h >> np.uint64(16)
     h = (h * np.uint64(0x85EBCA6B)) & np.uint64(0xFFFFFFFF)
@@ -49,7 +49,7 @@ def _fmix(h):
     return h ^ (h >> np.uint64(16))
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _murmur_bytes(data, s, e):
     h = np.uint64(0)
     i = s
@@ -71,7 +71,7 @@ def _murmur_bytes(data, s, e):
     return _fmix(h ^ np.uint64(e - s))
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _shingles(h0, toks, k, out):
     """out[p] = murmur3_32 over the words (tag, toks[p], ..., toks[p+k-1]) for each p: h0 is
     the state after the tag, toks hold each token hash already through _mix_k (a token is in
@@ -85,7 +85,7 @@ def _shingles(h0, toks, k, out):
         out[p] = np.uint32(_fmix(np.uint64(out[p]) ^ tail))
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _cp_len(b):
     if b < 0x80:
         return 1
@@ -96,7 +96,7 @@ def _cp_len(b):
     return 4
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _cp(data, i, n):
     b = np.int64(data[i])
     if n == 1:
@@ -191,7 +191,7 @@ def _sort_unique(raw, m, out, w, cnt):
     return u
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _fmix32(h):
     h ^= h >> np.uint32(16)
     h = np.uint32(h * np.uint32(0x85EBCA6B))
@@ -201,7 +201,7 @@ def _fmix32(h):
     return h
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _sign_row(values, s, e, a, b, row):
     """row[p] = min over values[s:e] of a[p] * fmix32(v) + b[p] (mod 2^32).
 
@@ -281,13 +281,13 @@ def shingle_kernel(data, offs, tags, n, chars, cls, one, chunks, start, out, cou
 # ---------------------------------------------------------------- change sets (change.py)
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _word(data, i, cls):  # whether the code point starting at byte i is \\w
     b = data[i]
     return cls[b] == 1 if b < 0x80 else cls[_cp(data, i, _cp_len(b))] == 1
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _back(data, i):  # the start of the code point ending just before byte i
     i -= 1
     while i > 0 and (data[i] & 0xC0) == 0x80:
@@ -320,7 +320,7 @@ def _span(data, b0, b1, a0, a1, cls):
     return p, s
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _run(data, s, e, c, one, mode):  # a \\w run's hash; a \\s run's its kind's (WS_KIND)
     if c or mode == 3:  # or, in mode 3, the run as written
         return _murmur_bytes(data, s, e)
@@ -367,7 +367,7 @@ def _grams(data, s, e, mode, h, n, cls, one, tmp, out):
     return nt - k + 1
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _left(x, nx, y, ny, side, raw, m):
     """raw[m:] = the elements of the multiset x - y (both sorted) on `side`: the k-th copy of
     value v is (murmur3_32(pack("<2I", v, k)) & ~3) | side (x holds _mix_k(v)); new m."""

@@ -79,7 +79,7 @@ def split_lines(data, offsets, blank):
 # ------------------------------------------------------------------------ line diff
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _same(xd, xs, xe, yd, ys, ye):
     if xe - xs != ye - ys:
         return False

@@ -52,34 +52,34 @@ for _c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_":
     _CLS[_c] = _WORD | (_HEXD if _c in b"abcdefABCDEF" else 0)
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _space(c):
     return _CLS[c] & _SPACE != 0
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _digit(c):
     return _CLS[c] & _DIGIT != 0
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _word(c):
     return _CLS[c] & _WORD != 0
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _hexc(c):
     return _CLS[c] & _HEXD != 0
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _digits(h, q, m):
     while q < m and _digit(h[q]):
         q += 1
     return q
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _at(h, q, m, w, n):
     """Whether h[q:m] starts with w[:n]."""
     if q + n > m:
@@ -90,7 +90,7 @@ def _at(h, q, m, w, n):
     return True
 
 
-@nb.njit(inline="always")
+@nb.njit(cache=True)
 def _edge(h, r, m):
     """Whether no word character follows r (\\b after a word character, \\B after another)."""
     return r == m or not _word(h[r])
