@@ -168,6 +168,10 @@ def run_stage(
     if not force and sr.is_fresh():
         return StageResult(stage.name, read_manifest(sr.dir) or {}, skipped=True)
     sr.begin()
+    written = stage.written(cfg)
+    for out in stage.writes:  # one not wanted this time: no earlier run's copy stays
+        if out not in written:
+            remove(sr.dir / out.name)
     _say_compiling(stage)
     cpu0 = cpu_seconds()
     io = StageIO(cfg, stage, sr)
@@ -177,7 +181,7 @@ def run_stage(
         assert stage.step is not None  # Stage checks exactly one of step and map
         counts, extra = resolve(stage.step)(cfg, io)
     in_schema = read_schema(io.input(stage.reads[0])) if stage.reads else None
-    for out in stage.writes:
+    for out in written:
         _check_schema(stage, out, io.dir / out.name, in_schema)
         sr.record_output(out.name, out.role)
     if stage.conservation == "ids" and "conservation" not in extra:
@@ -252,7 +256,7 @@ def _run_map(stage: Stage, cfg: Config, io: StageIO) -> tuple[dict[str, Any], di
     totals: dict[Any, Any] = {}
     in_schema = read_schema(src)
     schemas: dict[str, pa.Schema] = {}
-    for o in stage.writes:
+    for o in stage.written(cfg):
         if o.name.endswith(".parquet"):
             if (want := declared_schema(o, in_schema)) is None:
                 raise StageFailed(f"output {o.name}: a map stage must declare its schema")

@@ -219,12 +219,15 @@ def _atomic_tmp(path: Path) -> Path:
 
 
 @contextmanager
-def parquet_sink(path: Path, schema: pa.Schema, meta: dict[str, str]) -> Iterator[pq.ParquetWriter]:
-    """A ParquetWriter on a temp file, renamed over `path` only when the block succeeds."""
+def parquet_sink(
+    path: Path, schema: pa.Schema, meta: dict[str, str], **opts: Any
+) -> Iterator[pq.ParquetWriter]:
+    """A ParquetWriter on a temp file, renamed over `path` only when the block succeeds
+    (`opts`: ParquetWriter options over PARQUET_OPTS)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _atomic_tmp(path)
     schema = schema.with_metadata({**(schema.metadata or {}), **_meta_bytes(meta)})
-    writer = pq.ParquetWriter(tmp, schema, **PARQUET_OPTS)
+    writer = pq.ParquetWriter(tmp, schema, **{**PARQUET_OPTS, **opts})
     try:
         yield writer
         writer.close()

@@ -53,6 +53,9 @@ class Output:
     role: str = "aux"
     # Parquet outputs: the schema, or a function of the first input's schema (kept = input)
     schema: Any = None
+    # (cfg) -> bool: whether the stage writes it this run (None: always). One it does not is
+    # neither checked nor recorded, and what an earlier run left there is removed.
+    when: Ref | None = None
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -86,6 +89,10 @@ class Stage:
         if self.map is not None and not self.reads:
             raise ValueError(f"stage {self.name}: a map stage maps batches of its first input")
 
+    def written(self, cfg: Any) -> list[Output]:
+        """The outputs it writes under cfg (every one but those whose `when` says no)."""
+        return [o for o in self.writes if o.when is None or resolve(o.when)(cfg)]
+
     @property
     def passes_on(self) -> list[str]:
         return [o.name for o in self.writes if o.role == "items"]
@@ -99,7 +106,8 @@ class Stage:
         """The modules its steps, hooks and declared schemas live in."""
         refs = (self.step, self.map, self.finalize, self.start, self.key, self.summary)
         out: set[str] = set()
-        for ref in (*refs, self.check, *(o.schema for o in self.writes)):
+        outs = (x for o in self.writes for x in (o.schema, o.when))
+        for ref in (*refs, self.check, *outs):
             if isinstance(ref, str):
                 out.add(ref.partition(":")[0])
             elif callable(ref) and isinstance(getattr(ref, "__module__", None), str):
@@ -256,7 +264,8 @@ PIPELINE: tuple[Stage, ...] = (
             Output("edges.parquet", "aux", "pipeline.dedup.stage:EDGE_SCHEMA"),
             Output("clusters.parquet", "aux", "pipeline.dedup.stage:CLUSTER_SCHEMA"),
             Output("oversized_buckets.parquet", "aux", "pipeline.dedup.stage:OVERSIZED_SCHEMA"),
-            Output("index", "aux"),  # kept items' signatures + band keys, for later runs
+            # kept items' text and signatures, for later runs: dedup.index, or with against
+            Output("index", "aux", when=_ref("dedup.stage", "writes_index")),
         ),
         step=_ref("dedup.stage", "step"),
         key=_ref("dedup.stage", "key"),

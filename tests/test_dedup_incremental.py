@@ -56,12 +56,13 @@ def write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def run(tmp: Path, name: str, rows: list[dict], against=(), until="shapes", **sections):
+def run(tmp: Path, name: str, rows: list[dict], against=(), until="shapes", index=True, **sections):
+    """A run whose dedup writes its index (a later run names it in `against`) unless told."""
     src = write(tmp / f"{name}.jsonl", rows)
     data = {
         "run": {"name": name, "root": str(tmp / "runs")},
         "ingest": {"sources": [{"kind": "table", "path": str(src)}]},
-        "dedup": {"against": [str(tmp / "runs" / a) for a in against]},
+        "dedup": {"against": [str(tmp / "runs" / a) for a in against], "index": index},
         **sections,
     }
     Pipeline.from_config(data).run(until=until)
@@ -80,7 +81,7 @@ def test_an_incremental_run_against_its_own_previous_run_removes_every_item(tmp_
     assert kept1.height == 30  # the exact copy, the same content and the near twin removed
     index = pl.read_parquet(first / "dedup" / "index")
     assert sorted(index["id"]) == sorted(kept1["id"])
-    assert index.schema["signature"] == pl.Array(pl.UInt32, 256)
+    assert "signature" not in index.schema  # made again from the text where a match needs it
     assert index.schema["band_keys"] == pl.Array(pl.UInt64, 32)
 
     again = run(tmp_path, "v2", rows, against=["v1"])
@@ -163,7 +164,8 @@ def test_against_a_run_without_an_index_is_a_config_error(tmp_path, cli):
     assert "dedup.against: runs/old: no dedup index in" in res.output
     res = cli("run", "--config", cfg, "--set", 'dedup.against=["runs/new"]', ok=False)
     assert res.exit_code == 2 and "this run's own folder" in res.output
-    cli("run", "--config", cfg, "--set", "dedup.against=[]", "--set", "run.name=old")
+    over = ["--set", "dedup.against=[]", "--set", "run.name=old", "--set", "dedup.index=true"]
+    cli("run", "--config", cfg, *over)
     res = cli("run", "--config", cfg, "--set", "dedup.ngram=4", ok=False)
     assert res.exit_code == 2 and "made with dedup.ngram = 5, this run has 4" in res.output
     with pytest.raises(ConfigError, match="listed twice"):
@@ -186,3 +188,71 @@ def test_a_changed_earlier_run_reruns_dedup_and_nothing_of_it_is_recomputed(tmp_
     run(tmp_path, "v2", corpus(12), against=["v1"])
     assert frame(second, "dedup/kept.parquet").height == 1
     assert pq.read_metadata(next(idx.iterdir())).num_rows == 11
+
+
+# ------------------------------------------------------------------------ dedup.index (issue 30)
+
+
+def outputs_of(run_dir: Path) -> list[str]:
+    return sorted((read_manifest(run_dir / "dedup") or {})["outputs"])
+
+
+def test_a_run_writes_its_index_only_when_asked_for(tmp_path):
+    for where in ("plain", "asked"):  # the same names (the source column is the file's name)
+        (tmp_path / where).mkdir()
+    plain = run(tmp_path / "plain", "v1", corpus(8), until="dedup", index=False)
+    assert not (plain / "dedup" / "index").exists() and "index" not in outputs_of(plain)
+    assert verify_run(plain)[0] == []
+    asked = run(tmp_path / "asked", "v1", corpus(8), until="dedup")  # dedup.index = true
+    assert "index" in outputs_of(asked)
+    assert pl.read_parquet(asked / "dedup" / "index").height == 8
+    # every other output is the same, byte for byte: the index changes nothing else
+    for name in outputs_of(plain):
+        a, b = pq.read_table(plain / "dedup" / name), pq.read_table(asked / "dedup" / name)
+        assert a.equals(b), name
+
+
+def test_an_incremental_run_writes_its_own_index_for_the_next_one(tmp_path):
+    run(tmp_path, "v1", corpus(8), until="dedup")
+    second = run(tmp_path, "v2", corpus(10), against=["v1"], until="dedup", index=False)
+    assert "index" in outputs_of(second)
+    assert pl.read_parquet(second / "dedup" / "index").height == 2  # its two new items
+    third = run(tmp_path, "v3", corpus(11), against=["v1", "v2"], until="dedup", index=False)
+    assert frame(third, "dedup/kept.parquet").height == 1
+
+
+def test_against_a_run_whose_dedup_wrote_no_index_is_one_line_exit_2(tmp_path, cli):
+    old = run(tmp_path, "old", corpus(3), until="dedup", index=False)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        '[run]\nname = "new"\nroot = "runs"\n[[ingest.sources]]\nkind = "table"\n'
+        'path = "old.jsonl"\n[dedup]\nagainst = ["runs/old"]\n'
+    )
+    res = cli("run", "--config", cfg, ok=False)
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert lines == [
+        f"error: dedup.against: runs/old: no dedup index in {old / 'dedup'} (dedup writes one "
+        "only with dedup.index = true); re-run that run's dedup with it: editcurate dedup "
+        f"{old} --set dedup.index=true"
+    ]
+    cli("dedup", str(old), "--set", "dedup.index=true")  # as the line says: then it runs
+    cli("run", "--config", cfg, "--until", "dedup")
+    assert frame(tmp_path / "runs" / "new", "dedup/kept.parquet").height == 0
+
+
+def test_toggling_dedup_index_reruns_dedup_and_drops_an_index_no_longer_asked_for(tmp_path):
+    first = run(tmp_path, "v1", corpus(6), until="dedup", index=False)
+    m0 = read_manifest(first / "dedup")
+    run(tmp_path, "v1", corpus(6), until="dedup", index=False)  # unchanged: skipped
+    assert read_manifest(first / "dedup")["started_at"] == m0["started_at"]
+    assert read_manifest(first / "dedup")["wall_s"] == m0["wall_s"]
+    run(tmp_path, "v1", corpus(6), until="dedup")  # asked for: dedup runs again
+    m1 = read_manifest(first / "dedup")
+    assert m1["fingerprint"] != m0["fingerprint"] and "index" in m1["outputs"]
+    assert (first / "dedup" / "index").is_dir()
+    run(tmp_path, "v1", corpus(6), until="dedup", index=False)  # and back: no index left
+    m2 = read_manifest(first / "dedup")
+    assert m2["fingerprint"] == m0["fingerprint"] and "index" not in m2["outputs"]
+    assert not (first / "dedup" / "index").exists()
+    assert verify_run(first)[0] == []

@@ -77,7 +77,7 @@ def test_pairs_stay_on_ray_and_the_files_are_the_local_ones(tmp_path, ray_local,
 
 def test_an_incremental_run_on_ray_is_the_local_one(tmp_path, ray_local, monkeypatch):
     base = Pipeline.from_config(
-        SAMPLE, overrides={"run.root": str(tmp_path), "run.name": "base"}
+        SAMPLE, overrides={"run.root": str(tmp_path), "run.name": "base", "dedup.index": True}
     ).run(until="dedup")
     extra = {"dedup.driver_edges": 0, "dedup.against": [str(base.path)]}
     c = _same_files(_runs(tmp_path, monkeypatch, SAMPLE, **extra))

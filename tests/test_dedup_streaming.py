@@ -21,6 +21,7 @@ from pipeline.verify import verify_run
 from tests.conftest import make_item_table
 from tests.test_dedup_stage import OUTPUTS, corpus, make_run
 
+INDEXED = ("--set", "dedup.index=true")  # the index's parts are written in chunks too
 SMALL = {  # every loop over rows, pairs or bytes runs many times on a small corpus
     (scan, "SUB_BATCH"): 7,
     (pairs, "VERIFY_CHUNK"): 5,
@@ -65,17 +66,27 @@ def small_sizes(monkeypatch) -> None:
 
 def test_small_batches_chunks_and_reads_give_byte_identical_outputs(tmp_path, cli, monkeypatch):
     cfg, p = make_run(tmp_path, items())
-    cli("dedup", "--config", p, "--set", "dedup.bucket_cap=4")
+    cli("dedup", "--config", p, *INDEXED, "--set", "dedup.bucket_cap=4")
     before = digests(cfg.run_dir)
+    assert any(k.startswith("index/") for k in before)  # asked for: written, in chunks too
     counts = pq.read_table(cfg.run_dir / "dedup" / "oversized_buckets.parquet").num_rows
     assert counts > 0  # the scan of big buckets ran
     small_sizes(monkeypatch)
-    cli("dedup", "--config", p, "--set", "dedup.bucket_cap=4", "--force")
+    cli("dedup", "--config", p, *INDEXED, "--set", "dedup.bucket_cap=4", "--force")
     assert digests(cfg.run_dir) == before
     # the read batch size is config: the same tables, row groups and all
-    cli("dedup", "--config", p, "--set", "dedup.bucket_cap=4", "--set", "dedup.batch_size=13")
+    cli(
+        "dedup",
+        "--config",
+        p,
+        *INDEXED,
+        "--set",
+        "dedup.bucket_cap=4",
+        "--set",
+        "dedup.batch_size=13",
+    )
     _, p2 = make_run(tmp_path, items(), "ref")
-    ref = cli("dedup", "--config", p2, "--set", "dedup.bucket_cap=4")
+    ref = cli("dedup", "--config", p2, *INDEXED, "--set", "dedup.bucket_cap=4")
     assert ref.exit_code == 0
     for name, f in outputs(cfg.run_dir).items():
         g = outputs(tmp_path / "runs" / "ref")[name]
@@ -85,10 +96,10 @@ def test_small_batches_chunks_and_reads_give_byte_identical_outputs(tmp_path, cl
 
 def test_many_partitions_write_the_same_rows_in_the_same_order(tmp_path, cli, monkeypatch):
     cfg, p = make_run(tmp_path, items())
-    cli("dedup", "--config", p)
+    cli("dedup", "--config", p, *INDEXED)
     whole = {k: pq.read_table(f) for k, f in outputs(cfg.run_dir).items()}
     monkeypatch.setattr(write, "PART_ROWS", 8)
-    cli("dedup", "--config", p, "--force")
+    cli("dedup", "--config", p, *INDEXED, "--force")
     got = outputs(cfg.run_dir)
     for name in ("kept.parquet", "removed.parquet"):
         meta = pq.read_metadata(part_files(got[name])[0])

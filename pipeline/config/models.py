@@ -296,6 +296,11 @@ class DedupConfig(Section):
     # new items are matched against: a duplicate of an indexed item is removed, with it as
     # keeper. Indexed items are never removed or re-emitted. List every earlier run.
     against: list[str] = Field(default_factory=list)
+    # Write dedup/index/ (the kept items' text and band keys) for a later run to name in its
+    # `against`: about 0.4 KB per kept item, the most of the stage's folder, and a sixth of its
+    # time, so only when asked for. A run with `against` writes its own whatever this says (an
+    # incremental chain goes on).
+    index: bool = False
 
     @field_validator("against")
     @classmethod
@@ -325,6 +330,11 @@ class DedupConfig(Section):
             m = f"must be >= bucket_cap ({self.bucket_cap}), got {self.max_bucket}"
             raise FieldProblem("max_bucket", m)
         return self
+
+    @property
+    def writes_index(self) -> bool:
+        """Whether the dedup stage writes dedup/index/: asked for, or an incremental run."""
+        return self.index or bool(self.against)
 
     @property
     def checks_change(self) -> bool:

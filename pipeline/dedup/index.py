@@ -6,8 +6,13 @@ PART_ROWS rows each, row groups of GROUP_ROWS) with one row per item that run's 
     id, source, source_ref   the item
     <dedup.fields>           the text of every shingled field, as the item holds it
     shingles                 int32: the size of its shingle set (0: never a candidate)
-    signature                fixed_size_list<uint32>[num_perm]: its MinHash signature
     band_keys                fixed_size_list<uint64>[bands]: its LSH band hashes
+
+No MinHash signature is stored: 1 KB a row that does not compress, it was 72% of the index
+(62 MB of 43k rows on the shared corpora, 17 MB without), and making it again from the stored
+text costs about what reading it back did (4.6 us a row against 3 us), for only the rows of
+the big buckets a match scans (the match took the same time, and found the same pairs). An
+index written with a `signature` column (before issue 30) is read alike, that column unread.
 
 The shingling parameters (fields, shingle, ngram, num_perm, seed, bands, rows) are the
 `dedup_config` of that run's dedup manifest; a run matching against it must use the same ones
@@ -17,11 +22,11 @@ Matching (`match`) keeps only ids, band keys and shingle counts resident. Per ba
 join of the new items' band keys with the indexed ones gives the shared buckets; a bucket
 holding more than bucket_cap indexed items is scanned on signatures (estimated J >= threshold
 - 0.1, each pair only in the first band it shares), as dedup scans its own big buckets, and
-only the signatures of those buckets' rows are read; one over max_bucket is skipped and
+only those buckets' rows are read and signed again; one over max_bucket is skipped and
 counted. Every candidate is verified with exact Jaccard, as dedup verifies its own: the stored
 text of the indexed rows in a candidate pair is re-shingled (text, not shingle hashes: it
 also tells the same content from J = 1, same tokens with other whitespace, and shows a reader
-what matched). Nothing else of the indexed run is read or recomputed.
+what matched). Nothing else of the indexed run is read or made again.
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ from pipeline.executors import in_order
 
 PART_ROWS = 100_000
 GROUP_ROWS = 16_384
+# Band keys are random 64-bit hashes: dictionary-encoding them never pays (5% of the index's
+# bytes); every other column keeps the default.
+NO_DICTIONARY = ("band_keys",)
 # What must agree between an index and the items matched against it.
 SHINGLING = ("fields", "shingle", "ngram", "num_perm", "seed", "bands", "rows")
 ITEM_COLUMNS = ["id", "source", "source_ref"]
@@ -61,7 +69,6 @@ def index_schema(d: DedupConfig) -> pa.Schema:
             *((c, pa.string()) for c in ITEM_COLUMNS),
             *((f, pa.string()) for f in d.fields),
             ("shingles", pa.int32()),
-            ("signature", pa.list_(pa.uint32(), d.num_perm)),
             ("band_keys", pa.list_(pa.uint64(), d.bands)),
         ]
     )
@@ -105,13 +112,13 @@ def _rows_of(col: pl.Series, rows: np.ndarray) -> pa.Array:
 
 
 def index_table(items: pa.Table, sig: np.ndarray, shingles: np.ndarray, d: DedupConfig) -> pa.Table:
-    """Index rows of `items` (ITEM_COLUMNS and d.fields) with their signatures."""
+    """Index rows of `items` (ITEM_COLUMNS and d.fields) with the band keys of their
+    signatures `sig`."""
     n = items.num_rows
     keys = band_keys(sig, np.arange(n, dtype=np.int64), 0, d.bands, d.rows).T
     cols = [items[c].cast(pa.string()) for c in (*ITEM_COLUMNS, *d.fields)]
     cols += [
         pa.array(shingles, pa.int32()),
-        pa.FixedSizeListArray.from_arrays(pa.array(sig.reshape(-1), pa.uint32()), d.num_perm),
         pa.FixedSizeListArray.from_arrays(pa.array(keys.reshape(-1), pa.uint64()), d.bands),
     ]
     return pa.Table.from_arrays(cols, schema=index_schema(d))
@@ -132,7 +139,8 @@ def write_part(
     last): the dedup stage builds a group at a time, so one group's signatures are held."""
     from pipeline.runs import parquet_sink  # here, as pyarrow.parquet is: see the imports
 
-    with parquet_sink(dest / f"part-{k:05d}.parquet", schema, meta) as w:
+    dictionary = [n for n in schema.names if n not in NO_DICTIONARY]
+    with parquet_sink(dest / f"part-{k:05d}.parquet", schema, meta, use_dictionary=dictionary) as w:
         for g in groups:
             w.write_table(g)
 
@@ -155,7 +163,7 @@ class Index:
     keys: np.ndarray  # uint64[bands, len(lsh_rows)]: band keys of lsh_rows, one band per row
     parts: list[pa.Table | Path]
     starts: np.ndarray  # int64[len(parts) + 1]: first row of each part
-    fields: list[str]
+    d: DedupConfig  # its shingling
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -176,7 +184,7 @@ class Index:
         starts = np.zeros(len(heads) + 1, dtype=np.int64)
         np.cumsum([h.num_rows for h in heads], out=starts[1:])
         ids = pl.Series("id", head["id"].combine_chunks().cast(pa.large_string()))
-        return cls(ids, shingles, lsh_rows, keys, list(tables), starts, list(d.fields))
+        return cls(ids, shingles, lsh_rows, keys, list(tables), starts, d)
 
     def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
         """Columns of the given rows (sorted, unique), part by part, row group by group."""
@@ -196,8 +204,14 @@ class Index:
             return pa.table({c: pa.array([], pa.string()) for c in columns})
         return pa.concat_tables(out)
 
-    def signatures(self, rows: np.ndarray, num_perm: int) -> np.ndarray:
-        return _matrix(self.take(rows, ["signature"])["signature"], num_perm, np.uint32)
+    @property
+    def fields(self) -> list[str]:
+        return list(self.d.fields)
+
+    def signatures(self, rows: np.ndarray) -> np.ndarray:
+        """The MinHash signatures of the given rows (sorted, unique), made from their text."""
+        text = pl.DataFrame(pl.from_arrow(self.take(rows, self.fields)))
+        return shingle_and_sign(text, np.arange(len(rows)), self.d)[2]
 
 
 def load(dirs: list[Path], d: DedupConfig) -> Index:
@@ -313,7 +327,7 @@ def match_query(index: Index, query: Query, d: DedupConfig) -> Matches:
     found = []
     if scan:
         rows = np.unique(np.concatenate([r for _, r, _ in scan]))
-        si = index.signatures(rows, d.num_perm)
+        si = index.signatures(rows)
         need = min_equal_slots(scan_floor(d.threshold), d.num_perm)
 
         def one(item: tuple[tuple[int, np.ndarray, np.ndarray], np.ndarray]) -> tuple:

@@ -18,7 +18,8 @@
    well; an item whose exact group holds an indexed id, or that is a verified near duplicate
    of an indexed item, is removed with that item as keeper (kind same_id_indexed,
    same_content_indexed or near_indexed). `index/` holds this run's own kept items for the
-   next run.
+   next run: written only when asked for (`dedup.index`) or when this run is itself
+   incremental (`against`), as it costs about 0.4 KB per kept item and a sixth of the time.
 
 Rows are processed in (id, source, source_ref) order and every output is sorted by a stable
 key, so shuffling the input changes no output byte.
@@ -34,6 +35,7 @@ input into partitions (write.py). Exact groups compare a 128-bit hash of the shi
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
@@ -109,8 +111,9 @@ def index_fingerprint(cfg: Config, entry: str) -> str:
     out = (m or {}).get("outputs", {}).get("index")
     if not isinstance(out, dict) or not (run / "dedup" / "index").is_dir():
         raise ConfigError(
-            f"{where}: no dedup index in {run / 'dedup'} (a finished dedup stage of "
-            "this version writes dedup/index/); run dedup there first"
+            f"{where}: no dedup index in {run / 'dedup'} (dedup writes one only with "
+            "dedup.index = true); re-run that run's dedup with it: editcurate dedup "
+            f"{shlex.quote(str(run))} --set dedup.index=true"
         )
     theirs = (m or {}).get("dedup_config") or {}
     d = cfg.dedup
@@ -121,6 +124,11 @@ def index_fingerprint(cfg: Config, entry: str) -> str:
                 f"run has {getattr(d, k)!r}; signatures compare only with the same shingling"
             )
     return f"sha256:{out.get('sha256', '')}"
+
+
+def writes_index(cfg: Config) -> bool:
+    """Whether this run's dedup writes index/ (the stage's `when` for it)."""
+    return cfg.dedup.writes_index
 
 
 def key(cfg: Config) -> tuple[str, dict[str, str]]:
@@ -177,7 +185,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                 where=placement(cfg),
             )
         store.drop(*store.names()[1:])  # the band keys: only the shingle sets are read on
-        write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA)
+        write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA, d.writes_index)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with ExitStack() as stack:  # a block at a time when they come from Ray

@@ -1,4 +1,5 @@
-"""kept.parquet, removed.parquet and index/ written in output order without the whole input.
+"""kept.parquet, removed.parquet and index/ (when wanted) written in output order without the
+whole input.
 
 Output order is (id, source, source_ref) order, not input order, so every output chunk
 needs rows from all over the input. Instead of holding the input, one pass over it scatters
@@ -96,8 +97,10 @@ def write_rows(
     d: DedupConfig,
     folder: Path,
     removed_extra: list[tuple[str, pa.DataType]],
+    index: bool = True,
 ) -> None:
-    """kept.parquet, removed.parquet (+ removed_extra: keeper_id, j, kind) and index/."""
+    """kept.parquet, removed.parquet (+ removed_extra: keeper_id, j, kind) and, when `index`,
+    index/."""
     release()
     parts = scatter(src, res, folder)
     schema = parts.input_schema
@@ -126,7 +129,11 @@ def write_rows(
                 empty = schema.empty_table()
                 ix.write_part(dest, 0, ix.index_schema(d), index_groups(empty, 0), io.meta)
 
-        io.write_tree("index", build)
+        if index:
+            io.write_tree("index", build)
+        else:  # no signatures made again: the kept rows as they are
+            for k in range(kparts):
+                kept_w.write_table(parts.read(k))
 
     removed_schema = schema
     for name, typ in removed_extra:
