@@ -19,9 +19,8 @@ class NotTextFile(ValueError):
     """The path is no regular file, or its text is over the bound: str(e) says which."""
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
+def special(mode: int) -> str:
+    """What a FIFO, a device or a socket is, in words; "" for any other kind of file."""
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISCHR(mode):
@@ -30,7 +29,11 @@ def _kind(mode: int) -> str:
         return "a block device"
     if stat.S_ISSOCK(mode):
         return "a socket"
-    return "not a regular file"
+    return ""
+
+
+def _kind(mode: int) -> str:
+    return "a folder" if stat.S_ISDIR(mode) else special(mode) or "not a regular file"
 
 
 def check_regular(path: Path) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar, cast
 
 from pipeline.ingest.base import SourceUnreadable
+from pipeline.textfile import special
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 1 << 20  # bytes read at a time
@@ -56,18 +57,6 @@ codecs.register_error("editcurate.undecodable", _mark_undecodable)
 # --- what kind of path --------------------------------------------------------------------
 
 
-def _special(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return ""
-
-
 def check_source_path(path: Path, expect: str) -> None:
     """Raise SourceUnreadable (one line naming `path`) unless it can be read as `expect`:
     "file" (one regular file), "folder" (a folder) or "any" (either).
@@ -86,7 +75,7 @@ def check_source_path(path: Path, expect: str) -> None:
         raise SourceUnreadable(f"{path}: no such file or folder") from None
     except OSError as e:
         raise SourceUnreadable(f"{path}: {(e.strerror or str(e)).lower()}") from None
-    kind = _special(st.st_mode)
+    kind = special(st.st_mode)
     if kind:
         raise SourceUnreadable(f"{path}: is {kind}, not a regular file; it is not read")
     is_dir = stat.S_ISDIR(st.st_mode)
@@ -122,7 +111,7 @@ def open_regular(path: Path) -> BinaryIO:
         os.close(fd)
         if stat.S_ISDIR(mode):
             raise SourceUnreadable(f"{path}: is a folder; this source reads one file")
-        kind = _special(mode) or "not a regular file"
+        kind = special(mode) or "not a regular file"
         raise SourceUnreadable(f"{path}: is {kind}, not a regular file; it is not read")
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
