@@ -264,7 +264,7 @@ PIPELINE: tuple[Stage, ...] = (
             Output("edges.parquet", "aux", "pipeline.dedup.stage:EDGE_SCHEMA"),
             Output("clusters.parquet", "aux", "pipeline.dedup.stage:CLUSTER_SCHEMA"),
             Output("oversized_buckets.parquet", "aux", "pipeline.dedup.stage:OVERSIZED_SCHEMA"),
-            # kept items' text and signatures, for later runs: dedup.index, or with against
+            # kept items' text and band keys, for later runs: dedup.index, or with against
             Output("index", "aux", when=_ref("dedup.stage", "writes_index")),
         ),
         step=_ref("dedup.stage", "step"),
