@@ -15,28 +15,38 @@ from pipeline.filter.regex import BLANK_RE, FORMAT_STRIP_RE, IMPORT_KEYWORD_RE, 
 _SIDES = ("before", "after", "context")
 
 
-def hit(rule: Rule, found: Found) -> pl.Expr:
-    """The import test's regexes and word lists run only on hunks in an import block (others
-    see ""): it is the costly part, and few hunks need it."""
-
-    def norm(f: str) -> pl.Expr:
-        return text(f).str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
-
-    in_imports = pl.any_horizontal([text(f).str.contains(IMPORT_KEYWORD_RE) for f in _SIDES])
-
-    def only_if(cond: pl.Expr, f: str) -> pl.Expr:
-        return pl.when(cond).then(text(f)).otherwise(pl.lit(""))
+def _hit(s: pl.Series) -> pl.Series:
+    """On a batch of (before, after, context): each test computed once (expressions would run
+    `in_imports` again for every use). The import test's regexes and word lists run only on
+    hunks in an import block: it is the costly part, and few hunks need it."""
+    df = s.struct.unnest().with_columns([text(f) for f in _SIDES])
+    in_imports = pl.any_horizontal([pl.col(f).str.contains(IMPORT_KEYWORD_RE) for f in _SIDES])
+    df = df.with_columns(in_imports.alias("_in"))
 
     def imports_only(f: str) -> pl.Expr:
-        return only_if(in_imports, f).str.replace_all(IMPORT_LINE_RE, "").str.contains(BLANK_RE)
+        kept = pl.when(pl.col("_in")).then(pl.col(f)).otherwise(pl.lit(""))
+        return kept.str.replace_all(IMPORT_LINE_RE, "").str.contains(BLANK_RE)
 
-    candidate = in_imports & imports_only("before") & imports_only("after")
+    df = df.with_columns(
+        (pl.col("_in") & imports_only("before") & imports_only("after")).alias("_c")
+    )
 
     def words(f: str) -> pl.Expr:
-        return only_if(candidate, f).str.extract_all(r"\w+").list.sort()
+        kept = pl.when(pl.col("_c")).then(pl.col(f)).otherwise(pl.lit(""))
+        return kept.str.extract_all(r"\w+").list.sort()
 
-    reordered = candidate & (words("before") == words("after"))
-    return ((norm("before") == norm("after")) | reordered) & ~same_but_whitespace()
+    def norm(f: str) -> pl.Expr:
+        return (
+            pl.col(f).str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
+        )
+
+    reordered = pl.col("_c") & (words("before") == words("after"))
+    return df.select(((norm("before") == norm("after")) | reordered).alias("hit")).to_series()
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    both = pl.struct([pl.col(f) for f in _SIDES]).map_batches(_hit, return_dtype=pl.Boolean)
+    return both & ~same_but_whitespace()
 
 
 def reason(rule: Rule, found: Found) -> pl.Expr:
