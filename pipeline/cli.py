@@ -208,7 +208,7 @@ def run_all(
     p = _pipeline(config, set_, paths, out, print_config)
     run = p.run(until=until, force=force, on_stage=_show)
     ran = cpu_seconds()
-    problems, _ = verify_run(run.path)
+    problems, passed = verify_run(run.path)
     if problems:
         for prob in problems:
             console.print(Text.assemble(("conservation: ", "red"), prob))
@@ -217,7 +217,7 @@ def run_all(
     console.print(Text.assemble(("run complete", "green"), f": {run.path} (conservation verified)"))
     _say_stale(run.path)
     if until is None:
-        _report(run, p)
+        _report(run, p, (problems, passed))
     if json_:
         summary = run.summary()  # stages in PIPELINE order
         summary["cpu_s"] = _cpu_parts(summary, startup, ran, verified, cpu_seconds())
@@ -243,12 +243,12 @@ def _cpu_parts(
     return {k: round(v, 3) for k, v in parts.items()}
 
 
-def _report(run: Run, p: Pipeline) -> None:
+def _report(run: Run, p: Pipeline, verified: tuple[list[str], list[str]]) -> None:
     from pipeline.report.report import write_report
     from pipeline.runs import run_lock
 
     with run_lock(run.path, create=False):
-        paths = write_report(run.path, window=p.config.shapes.window)
+        paths = write_report(run.path, window=p.config.shapes.window, verified=verified)
     console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
 
 

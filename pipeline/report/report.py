@@ -185,12 +185,14 @@ def build(
     seed: int = 0,
     window: int | None = None,
     kept: int = KEPT_SAMPLE,
+    verified: tuple[list[str], list[str]] | None = None,
 ) -> dict[str, Any]:
     """All figures of the report (what report.json holds); plots go to run_dir/report/plots.
 
     window: the config's shapes.window, used for the spread row only when the shapes manifest
     does not record the window the stage ran with. kept: items in the kept sample (drawn with
-    the export's seed, not `seed`, which orders the sampling options' batches)."""
+    the export's seed, not `seed`, which orders the sampling options' batches). verified: what
+    verify_run just said of the run, where the caller ran it (overview.funnel)."""
     stale = stale_stages(run_dir)
     if stale:  # its outputs are older than what should have made them: never reported
         first, why = next(iter(stale.items()))
@@ -214,7 +216,7 @@ def build(
     stage = stage_order(run_dir, batch, window) if shp is not None else None
     meta = {
         "header": header(run_dir, manifests),
-        "funnel": funnel(run_dir, manifests),
+        "funnel": funnel(run_dir, manifests, verified),
         "splits": splits(run_dir),
         "smoke": smoke(run_dir, out),
     }
