@@ -268,6 +268,7 @@ class Run:
                 },
                 "wall_s": m.get("wall_s"),
                 "cpu_s": m.get("cpu_s"),
+                "peak_rss_mib": m.get("peak_rss_mib"),
             }
         return {
             "run": str(self.path),

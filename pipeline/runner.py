@@ -154,6 +154,45 @@ def prepare(stage: Stage, cfg: Config, key: Key | None = None) -> StageRun:
 # ------------------------------------------------------------------------ running
 
 
+def release_memory() -> None:
+    """Gives what a finished stage freed back to the system before the next one: Python's
+    cycles, Arrow's pool and glibc's free lists (one process runs every stage, and each
+    stage's peak would otherwise start from the high-water mark of those before it)."""
+    import ctypes
+    import gc
+
+    import pyarrow as pa
+
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def reset_peak_rss() -> None:
+    """Starts the process's peak RSS (VmHWM) again from its current RSS (Linux; elsewhere a
+    no-op), so a stage's peak is its own."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_rss_mib() -> float | None:
+    """The process's peak RSS since the last reset_peak_rss, in MiB (None where unknown)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def cpu_seconds() -> float:
     """The process's CPU time so far, user + system, its threads' and its finished child
     processes' included (a pool's workers, a git or gzip child)."""
@@ -173,6 +212,7 @@ def run_stage(
         if out not in written:
             remove(sr.dir / out.name)
     _say_compiling(stage)
+    reset_peak_rss()
     cpu0 = cpu_seconds()
     io = StageIO(cfg, stage, sr)
     if stage.map is not None:
@@ -191,7 +231,10 @@ def run_stage(
             "outputs": stage.leaves,
         }
     extra["cpu_s"] = round(cpu_seconds() - cpu0, 3)
+    if (peak := peak_rss_mib()) is not None:
+        extra["peak_rss_mib"] = peak
     manifest = sr.finish(counts, extra)
+    release_memory()
     invalidate_downstream(cfg.run_dir, stage.name)  # no later output is older than this one
     from pipeline.verify import check_stage
 

@@ -281,7 +281,11 @@ def test_json_cpu_parts_sum_to_the_process_own_cpu(tmp_path):
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    cpu = json.loads(out[out.index("{") :])["cpu_s"]
+    summary = json.loads(out[out.index("{") :])
+    cpu = summary["cpu_s"]
+    if sys.platform == "linux":  # each stage's own peak RSS (VmHWM reset before it)
+        peaks = [v["peak_rss_mib"] for v in summary["stages"].values()]
+        assert all(0 < p <= usage.ru_maxrss / 1024 for p in peaks), peaks
     parts = ("startup", "stages", "between_stages", "verify", "report")
     assert set(cpu) == {"process", *parts}
     assert min(cpu.values()) >= 0 and cpu["stages"] > 0 and cpu["report"] > 0
