@@ -27,7 +27,10 @@ def _reason_head(col: str) -> pl.Expr:
     return pl.col(col).str.split(":").list.first().str.strip_chars()
 
 
-def with_measures(items: pl.DataFrame) -> pl.DataFrame:
+MEASURED = ["id", "language", "repo", "author_is_bot"]  # kept beside the measures
+
+
+def with_measures(items: pl.LazyFrame) -> pl.LazyFrame:
     """Adds tokens, comment_chars, lines_changed, file_type, bot (the distribution columns)."""
     text = pl.concat_str(["comment", "before", "after", "context"], separator="\n")
     name = pl.col("path").str.split("/").list.last()
@@ -43,6 +46,13 @@ def with_measures(items: pl.DataFrame) -> pl.DataFrame:
         .otherwise(name),
         bot=pl.when(pl.col("author_is_bot")).then(pl.lit("bot")).otherwise(pl.lit("human")),
     )
+
+
+def item_measures(path: Path) -> pl.DataFrame:
+    """The items' distribution columns (with_measures) and MEASURED, never their text: the
+    text columns stream through the count (a corpus's code need not fit in memory)."""
+    cols = [*MEASURED, "tokens", "comment_chars", "lines_changed", "file_type", "bot"]
+    return with_measures(pl.scan_parquet(path)).select(cols).collect(engine="streaming")
 
 
 def header(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
@@ -220,8 +230,8 @@ def why_command(run_dir: Path) -> str:
     )
 
 
-def distributions(items: pl.DataFrame, out: Path) -> dict[str, Any]:
-    m = with_measures(items)
+def distributions(m: pl.DataFrame, out: Path) -> dict[str, Any]:
+    """The distributions of item_measures' frame `m`."""
     d: dict[str, Any] = {"items": m.height, "tokenizer": TOKEN_PATTERN}
     for col in ("tokens", "comment_chars", "lines_changed"):
         d[col] = stats(m[col])

@@ -23,10 +23,24 @@ from pipeline.report.common import NONE, ReportFailed, export_files, relativize,
 from pipeline.report.dedup import dedup
 from pipeline.report.filtering import filter_rules
 from pipeline.report.kept import KEPT_SAMPLE, kept_sample
-from pipeline.report.overview import TOP, distributions, funnel, header, with_measures
+from pipeline.report.overview import (
+    TOP,
+    distributions,
+    funnel,
+    header,
+    item_measures,
+    with_measures,
+)
 from pipeline.report.recommend import recommend
 from pipeline.report.render import env, render_html, render_md
-from pipeline.report.sampling import _collisions, read_shapes, sampling, shapes, stage_order
+from pipeline.report.sampling import (
+    _collisions,
+    read_shapes,
+    sampling,
+    shapes,
+    shapes_file,
+    stage_order,
+)
 from pipeline.runs import read_manifest, stale_stages, write_json, write_text
 from pipeline.stage import NAMES, SPLITS
 from pipeline.train.summary import rows as summary_rows
@@ -212,7 +226,8 @@ def build(
         raise ReportFailed(f"report: no shape scope {scope!r} in shapes.parquet (has: {have})")
     out = run_dir / "report" / "plots"
     shutil.rmtree(out, ignore_errors=True)  # no stale plot from an earlier report
-    items = pl.read_parquet(run_dir / "dedup" / "kept.parquet")
+    kept_items = run_dir / "dedup" / "kept.parquet"
+    items = item_measures(kept_items)  # no text: a corpus's code is read as a stream
     stage = stage_order(run_dir, batch, window) if shp is not None else None
     meta = {
         "header": header(run_dir, manifests),
@@ -224,7 +239,7 @@ def build(
         "filter": filter_rules(run_dir, manifests["filter"]),
         "distributions": distributions(items, out),
         "dedup": dedup(run_dir, manifests["dedup"], out),
-        "shapes": shapes(shp, items),
+        "shapes": shapes(shp, pl.scan_parquet(kept_items), pl.scan_parquet(shapes_file(run_dir))),
         "sampling": sampling(shp, items, scope, batch, seed, stage),
         "kept": kept_sample(run_dir, kept),
     }

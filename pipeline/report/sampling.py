@@ -21,12 +21,26 @@ CAPS = (1, 2, 4)
 NOT_RUN = "not run; rerun shapes with policy = spread"
 
 
+# what the report needs of every shapes.parquet row; a group's shape text is looked up only
+# for the groups shown (it is most of the file's size)
+SHAPE_COLS = ["id", "scope", "digit_only", "group_id", "group_size"]
+
+
+def shapes_file(run_dir: Path) -> Path:
+    return run_dir / "shapes" / "shapes.parquet"
+
+
 def read_shapes(run_dir: Path) -> pl.DataFrame | None:
-    p = run_dir / "shapes" / "shapes.parquet"
-    return pl.read_parquet(p) if p.exists() else None
+    p = shapes_file(run_dir)
+    return pl.read_parquet(p, columns=SHAPE_COLS) if p.exists() else None
 
 
-def shapes(shp: pl.DataFrame | None, items: pl.DataFrame) -> dict[str, Any]:
+def shapes(
+    shp: pl.DataFrame | None, items: pl.LazyFrame, texts: pl.LazyFrame | None = None
+) -> dict[str, Any]:
+    """The shape groups per scope (`shp`: read_shapes), and the largest with their shape text
+    and examples looked up in `texts` (shapes.parquet) and `items` (scans: only the rows
+    shown are read)."""
     if shp is None:
         return {"present": False, "note": "shapes stage not run"}
     per_scope = []
@@ -36,7 +50,6 @@ def shapes(shp: pl.DataFrame | None, items: pl.DataFrame) -> dict[str, Any]:
         s = shp.filter(pl.col("scope") == scope)
         g = s.group_by("group_id").agg(
             pl.len().alias("n"),
-            pl.col("shape_text").first(),
             pl.col("id").sort().head(2).alias("ids"),
             pl.col("digit_only").any().alias("digit_only"),
         )
@@ -56,6 +69,7 @@ def shapes(shp: pl.DataFrame | None, items: pl.DataFrame) -> dict[str, Any]:
             }
         )
         top = multi.sort(["n", "group_id"], descending=[True, False]).head(5)
+        text = _first_texts(texts, scope, top["group_id"]) if texts is not None else {}
         for x in top.iter_rows(named=True):
             largest.append(
                 {
@@ -63,7 +77,7 @@ def shapes(shp: pl.DataFrame | None, items: pl.DataFrame) -> dict[str, Any]:
                     "group_id": str(x["group_id"]),
                     "size": x["n"],
                     "digit_only": bool(x["digit_only"]),
-                    "shape_text": (x["shape_text"] or "")[:300],
+                    "shape_text": (text.get(x["group_id"]) or "")[:300],
                     "ids": x["ids"],
                 }
             )
@@ -73,6 +87,7 @@ def shapes(shp: pl.DataFrame | None, items: pl.DataFrame) -> dict[str, Any]:
         for r in items.filter(pl.col("id").is_in(list(wanted)))
         .select(ITEM_COLS)
         .unique("id")
+        .collect()
         .iter_rows(named=True)
     }
     for grp in largest:
@@ -104,6 +119,13 @@ def _window(m: dict[str, Any]) -> int | None:
         if isinstance(src.get("window"), int):
             return int(src["window"])
     return None
+
+
+def _first_texts(texts: pl.LazyFrame, scope: str, groups: pl.Series) -> dict[int, str | None]:
+    """{group_id: the shape text of its first row in the file} for `groups` of `scope`."""
+    sel = texts.filter((pl.col("scope") == scope) & pl.col("group_id").is_in(groups.implode()))
+    got = sel.group_by("group_id", maintain_order=True).agg(pl.col("shape_text").first())
+    return dict(got.collect().iter_rows())
 
 
 def stage_order(run_dir: Path, batch: int, window: int | None = None) -> dict[str, Any]:
