@@ -243,15 +243,15 @@ def test_a_secret_pattern_names_a_token_format_the_masker_spells():
     )
 
 
-def assert_vectorised_is_the_reference(rows: list[dict], *rule_sets, mirrors=None) -> None:
+def assert_vectorised_is_the_reference(rows: list[dict], *rule_sets, found=None) -> None:
     """Each row's (rule, flags) under every rule set: apply_rules as reference_decide says."""
     for rules in rule_sets:
-        res = apply_rules(frame(rows), rules, mirrors)
+        res = apply_rules(frame(rows), rules, found)
         got = {r["source_ref"]: (r["rule"], r["flags"]) for r in res.rejected.iter_rows(named=True)}
         got |= {r["source_ref"]: (None, r["flags"]) for r in res.kept.iter_rows(named=True)}
         assert len(got) == len(rows)
         for row in rows:
-            assert got[row["source_ref"]] == reference_decide(rules, row, mirrors), row[
+            assert got[row["source_ref"]] == reference_decide(rules, row, found), row[
                 "source_ref"
             ]
 

@@ -260,7 +260,7 @@ def test_vectorised_mirror_rule_agrees_with_the_per_row_reference():
     ]
     mirrors = {"mirror_copy": _mirrors(rows)}
     assert mirrors["mirror_copy"]
-    assert_vectorised_is_the_reference(rows, DEFAULT, mirrors=mirrors)
+    assert_vectorised_is_the_reference(rows, DEFAULT, found=mirrors)
 
 
 def test_without_a_mirror_found_the_rule_matches_nothing():

@@ -4,7 +4,7 @@
 or replaced in a package move, a rewritten file, a paragraph swapped for another), so before
 and after share almost no words. `commented_code`: the edit only adds commented-out code, or
 edits code that is already commented out, or mostly comments code out under a message that
-does not say it disables anything. Each is shown on real-looking hunks in Rust,
+does not say it disables anything, or only takes commented-out code away. Each is shown on real-looking hunks in Rust,
 JavaScript, TypeScript, Go and Java (and Python for `#` comments), beside what only looks like
 them: a rewrite that keeps its names, prose in another script, a table of numbers, code
 switched off by a commit that says so, one old line kept beside its replacement, a comment in
@@ -161,6 +161,21 @@ RELATED = {
 # ---------------------------------------------------------------- commented-out code: dropped
 
 COMMENTED = {
+    "ts: commented-out code taken away in a commit about something else": dict(
+        path="src/types.ts",
+        comment="Added or method",
+        before="      // check: data => data.length <= maxLength,\n      // t: ZodTypes.record,",
+        after="",
+        lines_added=0,
+        **TS,
+    ),
+    "python: a commented-out block deleted, a comment left": dict(
+        path="litgpt/lora.py",
+        comment="Support bias in LoRA layers",
+        before="    # out = out + self.bias\n    # out = self.dropout(out)\n    # return out",
+        after="    # bias is handled by the base layer",
+        **PY,
+    ),
     "ts: a debug log added commented out": dict(
         path="src/types.ts",
         comment="Fixed several bugs with seen and recursive parsing",
@@ -233,6 +248,20 @@ COMMENTED = {
 # ---------------------------------------------------------------- commented-out code: kept
 
 NOT_COMMENTED = {
+    "go: commented-out code removed by a commit that says so": dict(
+        path="mux.go",
+        comment="Remove dead code",
+        before="\t// r.strictSlash = true\n\t// return r.buildVars(m)",
+        after="",
+        lines_added=0,
+        **GO,
+    ),
+    "java: commented-out code replaced by live code": dict(
+        path="src/main/java/com/acme/codepoet/CodeWriter.java",
+        before='    // emit("}");\n    // unindent();',
+        after='    unindent();\n    emit("}");',
+        **JAVA,
+    ),
     "go: commenting out a line, where the commit says so": dict(
         path="route.go",
         comment="Disable the matcher's debug logs for now",

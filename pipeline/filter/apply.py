@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
@@ -104,14 +103,14 @@ def _mask_rows(df: pl.DataFrame, masks: list[pl.Expr]) -> pl.DataFrame:
 
 
 def apply_rules(
-    items: pl.DataFrame, rules: RuleSet, mirrors: Mapping[str, tuple[Any, ...]] | None = None
+    items: pl.DataFrame, rules: RuleSet, found: Mapping[str, Found] | None = None
 ) -> FilterResult:
     """Split items into kept and rejected by the active rules, with counts. Order is kept.
-    `mirrors`: a mirror rule's name -> the mirror folders found for it over the whole input
-    (none: it matches nothing)."""
+    `found`: a rule's name -> what its kind's `find` found over the whole input (a mirror
+    rule's folders; none given: such a rule matches nothing)."""
     active = rules.active
     hc = [(r, f"__hit_{i}") for i, r in enumerate(active)]  # rule, its hit column
-    found: dict[str, Found] = {r.name: (mirrors or {}).get(r.name, ()) for r in active}
+    found = {r.name: (found or {}).get(r.name, ()) for r in active}
     why: dict[str, str] = {}  # hit column -> the findings column of a kind that prepares one
     for i, (r, c) in enumerate(hc):
         prepare = KINDS[r.type].prepare

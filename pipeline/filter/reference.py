@@ -15,16 +15,16 @@ from pipeline.filter.rules import RuleSet
 
 
 def reference_decide(
-    rules: RuleSet, row: dict[str, Any], mirrors: Mapping[str, tuple[Any, ...]] | None = None
+    rules: RuleSet, row: dict[str, Any], found: Mapping[str, tuple[Any, ...]] | None = None
 ) -> tuple[str | None, list[str]]:
     """The same rules, one item at a time in plain Python `re`: (first drop rule, flags).
-    `mirrors` as apply_rules takes them. A flag of a kind with `labels` (weak_secret) names
+    `found` as apply_rules takes it. A flag of a kind with `labels` (weak_secret) names
     each reason: `<rule>:<reason>`."""
     first, flags = None, []
     view = Row(row)
     for r in rules.active:
         kind = KINDS[r.type]
-        hit = kind.reference(r, view, (mirrors or {}).get(r.name, ()))
+        hit = kind.reference(r, view, (found or {}).get(r.name, ()))
         if hit and r.action == "flag":
             labels = kind.labels(r, view) if kind.labels else [""]
             flags += [f"{r.name}:{why}" if why else r.name for why in labels]

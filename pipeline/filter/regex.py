@@ -48,13 +48,15 @@ DOTTED_VERSION_RE = r"\d+\.\d+"
 # commented_code: a line comment (`//`, not a `///` or `//!` doc comment; `#` in the languages
 # of schema.HASH_COMMENT_LANGUAGES), and code inside one: a statement or block end (; { }), or a
 # call (no space before its parenthesis) or an assignment right after the first name, which a
-# return, await, const ... may lead. A note ("TODO(ann): ...") is not code.
+# return, await, const ... may lead; an object's property (`check: data => ...,`, ending in a
+# comma) or an arrow function. A note ("TODO(ann): ...") is not code.
 SLASH_COMMENT_RE = r"^[ \t]*//(?:[^/!]|$)"
 HASH_COMMENT_RE = r"^[ \t]*#(?:[^!]|$)"
 _CODE = (
     r"[ \t]*(?:[^/!#\s][^\n]*[;{}][ \t]*$|"
     r"(?:(?:return|await|yield|throw|raise|const|let|var|val)[ \t]+)?"
-    r"[A-Za-z_$][\w$.]*(?:\[[^\]\n]*\])?(?:\(|[ \t]*(?:=[^=]|[-+*/]=|\+\+|--|:=)))"
+    r"[A-Za-z_$][\w$.]*(?:\[[^\]\n]*\])?(?:\(|[ \t]*(?:=[^=]|[-+*/]=|\+\+|--|:=))|"
+    r"[A-Za-z_$][\w$]*\??:[ \t][^\n]*,[ \t]*$|[^\n]*[\w)][ \t]*=>)"
 )
 SLASH_CODE_RE = r"^[ \t]*//" + _CODE
 HASH_CODE_RE = r"^[ \t]*#" + _CODE

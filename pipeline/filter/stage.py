@@ -19,7 +19,8 @@ from rich.table import Table
 from pipeline.config import Config
 from pipeline.console import console
 from pipeline.filter.apply import apply_rules
-from pipeline.filter.mirrors import Mirror, find_mirrors
+from pipeline.filter.kinds import KINDS
+from pipeline.filter.kinds.contract import Found
 from pipeline.filter.rules import RulesError, RuleSet, load_rules, rules_path
 from pipeline.parts import num_rows, part_files
 from pipeline.runs import StageFailed
@@ -62,19 +63,19 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
 
 @dataclass(frozen=True)
 class Context:
-    """What every batch is filtered with: the rules, and the mirror folders each mirror rule
-    found over the whole input."""
+    """What every batch is filtered with: the rules, and what each rule of a kind that finds
+    over the whole input found there (a mirror rule's folders, a moved rule's deletions)."""
 
     rules: RuleSet
-    mirrors: dict[str, tuple[Mirror, ...]]
+    found: dict[str, Found]
 
 
 def start(cfg: Config, source: Path) -> Context:
     rules = _load(cfg)
-    mirror_rules = [r for r in rules.active if r.type == "mirror"]
-    items = pl.scan_parquet([str(p) for p in part_files(source)]) if mirror_rules else None
-    mirrors = {r.name: find_mirrors(items, r.params) for r in mirror_rules if items is not None}
-    return Context(rules, mirrors)
+    finders = [(r, find) for r in rules.active if (find := KINDS[r.type].find) is not None]
+    items = pl.scan_parquet([str(p) for p in part_files(source)]) if finders else None
+    found = {r.name: find(items, r.params) for r, find in finders if items is not None}
+    return Context(rules, found)
 
 
 def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
@@ -84,10 +85,11 @@ def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:
 def map_batch(batch: pa.RecordBatch, ctx: Context) -> tuple[dict[str, pa.Table], dict[str, Any]]:
     """One batch of items -> kept and rejected rows, and counts to be summed."""
     frame = cast(pl.DataFrame, pl.from_arrow(pa.Table.from_batches([batch])))
-    res = apply_rules(frame, ctx.rules, ctx.mirrors)
+    res = apply_rules(frame, ctx.rules, ctx.found)
     mirrored = {}
-    if ctx.mirrors and res.rejected.height:
-        why = res.rejected.filter(pl.col("rule").is_in(list(ctx.mirrors)))
+    mirror_rules = [r.name for r in ctx.rules.active if r.type == "mirror"]
+    if mirror_rules and res.rejected.height:
+        why = res.rejected.filter(pl.col("rule").is_in(mirror_rules))
         mirrored = dict(why.group_by("reason").len().iter_rows())
     kept = _arrow(res.kept, KEPT_SCHEMA)
     counts = {

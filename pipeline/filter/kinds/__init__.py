@@ -20,6 +20,7 @@ from pipeline.filter.kinds import (
     lines_only,
     minified,
     mirror,
+    moved,
     noop,
     path,
     punctuation_only,
@@ -54,6 +55,7 @@ KINDS: dict[str, Kind] = {
         lines_only,
         versions_only,
         mirror,
+        moved,
     )
 }
 

@@ -1,7 +1,9 @@
 """commented_code: in code (not prose or an unknown language), most non-blank lines the edit
 adds are line comments holding code (the item's language's marker, regex.py's *_CODE_RE; not a
-TODO/FIXME/NOTE): debug output, imports or code switched off, dead code edited. No `except`
-regex (on the comment) may match: a commit that says it disables code keeps it."""
+TODO/FIXME/NOTE): debug output, imports or code switched off, dead code edited. Or the edit
+only takes commented-out code away: every non-blank line it removes or adds is a line comment,
+and most it removes hold code. No `except` regex (on the comment) may match: a commit that
+says it disables code, or removes dead code, keeps it."""
 
 from __future__ import annotations
 
@@ -16,28 +18,53 @@ from pipeline.filter.regex import COMMENT_NOTE_RE, HASH_CODE_RE, SLASH_CODE_RE
 from pipeline.schema import HASH_COMMENT_LANGUAGES, PROSE_LANGUAGES
 
 _ANY_COMMENT = r"(?m)^[ \t]*(?://|#)"  # the cheap test first: a line comment of either kind
+_SLASH, _HASH = r"^[ \t]*//", r"^[ \t]*#"  # a line comment, in each syntax
+
+
+def _lines(f: str, cand: pl.Expr) -> pl.Expr:
+    """The non-blank lines of a side, on candidate rows (none elsewhere)."""
+    e = pl.element()
+    side = pl.when(cand).then(text(f)).otherwise(pl.lit(""))
+    return side.str.split("\n").list.eval(e.filter(e.str.contains(r"\S")))
+
+
+def _count(lines: pl.Expr, hash_lang: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(lines that are commented-out code, not a TODO/FIXME/NOTE; lines that are line
+    comments), in the item's language's comment syntax."""
+    e = pl.element()
+
+    def n(rx: str, skip_notes: bool) -> pl.Expr:
+        test = (
+            e.str.contains(rx) & ~e.str.contains(COMMENT_NOTE_RE)
+            if skip_notes
+            else e.str.contains(rx)
+        )
+        return lines.list.eval(test.cast(pl.Int64)).list.sum()
+
+    code = pl.when(hash_lang).then(n(HASH_CODE_RE, True)).otherwise(n(SLASH_CODE_RE, True))
+    comments = pl.when(hash_lang).then(n(_HASH, False)).otherwise(n(_SLASH, False))
+    return code, comments
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
-    e = pl.element()
-    after = text("after")
     language = pl.col("language").fill_null("")
-    cand = after.str.contains(_ANY_COMMENT) & ~language.is_in(list(PROSE_LANGUAGES))
-    lines = (
-        pl.when(cand)
-        .then(after)
-        .otherwise(pl.lit(""))
-        .str.split("\n")
-        .list.eval(e.filter(e.str.contains(r"\S")))
-    )
-
-    def n_code(code: str) -> pl.Expr:
-        is_code = e.str.contains(code) & ~e.str.contains(COMMENT_NOTE_RE)
-        return lines.list.eval(is_code.cast(pl.Int64)).list.sum()
-
+    code_lang = ~language.is_in(list(PROSE_LANGUAGES))
     hash_lang = language.is_in(list(HASH_COMMENT_LANGUAGES))
-    code = pl.when(hash_lang).then(n_code(HASH_CODE_RE)).otherwise(n_code(SLASH_CODE_RE))
-    out = cand & (code * 2 > lines.list.len().cast(pl.Int64))
+    added = _lines("after", code_lang & text("after").str.contains(_ANY_COMMENT))
+    code, _ = _count(added, hash_lang)
+    adds_code = code * 2 > added.list.len().cast(pl.Int64)
+    # or it only takes commented-out code away: every line either side a line comment
+    removed = _lines("before", code_lang & text("before").str.contains(_ANY_COMMENT))
+    rm_code, rm_comments = _count(removed, hash_lang)
+    add_all = _lines("after", code_lang & text("before").str.contains(_ANY_COMMENT))
+    _, add_comments = _count(add_all, hash_lang)
+    n_removed = removed.list.len().cast(pl.Int64)
+    drops_code = (
+        (rm_code * 2 > n_removed)
+        & (rm_comments == n_removed)
+        & (add_comments == add_all.list.len().cast(pl.Int64))
+    )
+    out = code_lang & (adds_code | drops_code)
     if rule.params["except_patterns"]:
         out = out & ~any_pattern(rule, "comment", "except_patterns")
     return out
@@ -45,19 +72,32 @@ def hit(rule: Rule, found: Found) -> pl.Expr:
 
 def reason(rule: Rule, found: Found) -> pl.Expr:
     return pl.lit(
-        "most lines the edit adds are commented-out code, and the comment does not say it "
-        "disables code"
+        "the edit adds or takes out commented-out code, and the comment does not say it "
+        "disables or removes code"
     )
 
 
 def reference(rule: Rule, row: Row, found: Found) -> bool:
     language = row.get("language") or ""
-    if language in PROSE_LANGUAGES or not re.search(_ANY_COMMENT, row.txt("after")):
+    if language in PROSE_LANGUAGES or row.search(rule, "comment", "except_patterns"):
         return False
-    added = [ln for ln in row.txt("after").split("\n") if re.search(r"\S", ln)]
-    code = HASH_CODE_RE if language in HASH_COMMENT_LANGUAGES else SLASH_CODE_RE
-    n_code = sum(1 for ln in added if re.search(code, ln) and not re.search(COMMENT_NOTE_RE, ln))
-    return 2 * n_code > len(added) and not row.search(rule, "comment", "except_patterns")
+    code_rx, comment_rx = (
+        (HASH_CODE_RE, _HASH) if language in HASH_COMMENT_LANGUAGES else (SLASH_CODE_RE, _SLASH)
+    )
+
+    def lines(f: str) -> list[str]:
+        return [ln for ln in row.txt(f).split("\n") if re.search(r"\S", ln)]
+
+    def n_code(ls: list[str]) -> int:
+        return sum(1 for ln in ls if re.search(code_rx, ln) and not re.search(COMMENT_NOTE_RE, ln))
+
+    added, removed = lines("after"), lines("before")
+    if re.search(_ANY_COMMENT, row.txt("after")) and 2 * n_code(added) > len(added):
+        return True
+    if not removed or not re.search(_ANY_COMMENT, row.txt("before")):
+        return False
+    comments = all(re.search(comment_rx, ln) for ln in removed + added)
+    return comments and 2 * n_code(removed) > len(removed)
 
 
 def check(params: dict[str, Any], fail: Fail) -> None:

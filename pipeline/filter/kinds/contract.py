@@ -36,7 +36,8 @@ class Rule:
 
 
 Fail = Callable[[str], NoReturn]
-# what a rule matches with beyond its own keys: a mirror rule's folders, found over the input
+# what a rule matches with beyond its own keys: what its kind's `find` found over the stage's
+# whole input (a mirror rule's folders, a moved rule's deletions), or a prepared column's name
 Found = tuple[Any, ...]
 
 
@@ -60,6 +61,10 @@ class Kind:
     # patterns defined elsewhere that a rule's patterns may name instead of spelling them
     # (`label: {format: <name>}`), so each is written once: a secret rule's token formats
     formats: Mapping[str, str] = field(default_factory=dict)
+    # what the rule matches, found over the filter stage's whole input before its batches
+    # (items: the input as a lazy frame; params: the rule's): for what one batch cannot tell,
+    # such as another hunk of the same change
+    find: Callable[[pl.LazyFrame, dict[str, Any]], Found] | None = None
 
     @classmethod
     def of(cls, module: ModuleType) -> Kind:

@@ -9,6 +9,7 @@ import polars as pl
 
 from pipeline.filter.kinds.common import text, when_chain
 from pipeline.filter.kinds.contract import Found, Row, Rule
+from pipeline.filter.mirrors import find_mirrors as find
 
 if TYPE_CHECKING:
     from pipeline.filter.mirrors import Mirror
@@ -31,6 +32,8 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
         row.get("repo") == m.repo and row.txt("path").startswith(m.folder + "/") for m in found
     )
 
+
+__all__ = ["KEYS", "find", "hit", "reason", "reference"]
 
 KEYS = {
     "min_changes": (False, 10),  # changes editing both
