@@ -4,11 +4,11 @@
 or replaced in a package move, a rewritten file, a paragraph swapped for another), so before
 and after share almost no words. `commented_code`: the edit only adds commented-out code, or
 edits code that is already commented out, or mostly comments code out under a message that
-does not say it disables anything, or only takes commented-out code away. Each is shown on real-looking hunks in Rust,
-JavaScript, TypeScript, Go and Java (and Python for `#` comments), beside what only looks like
-them: a rewrite that keeps its names, prose in another script, a table of numbers, code
-switched off by a commit that says so, one old line kept beside its replacement, a comment in
-words, a doc comment's example, a note.
+does not say it disables anything, or only takes commented-out code away. Each is shown on
+real-looking hunks in Rust, JavaScript, TypeScript, Go and Java (and Python for `#` comments),
+beside what only looks like them: a rewrite that keeps its names, prose in another script, a
+table of numbers, code switched off by a commit that says so, one old line kept beside its
+replacement, a comment in words, a doc comment's example, a note.
 """
 
 from __future__ import annotations
