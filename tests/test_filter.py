@@ -251,9 +251,7 @@ def assert_vectorised_is_the_reference(rows: list[dict], *rule_sets, found=None)
         got |= {r["source_ref"]: (None, r["flags"]) for r in res.kept.iter_rows(named=True)}
         assert len(got) == len(rows)
         for row in rows:
-            assert got[row["source_ref"]] == reference_decide(rules, row, found), row[
-                "source_ref"
-            ]
+            assert got[row["source_ref"]] == reference_decide(rules, row, found), row["source_ref"]
 
 
 def test_vectorised_rules_agree_with_the_per_row_reference():

@@ -46,14 +46,14 @@ def find_moves(items: pl.LazyFrame, params: dict[str, Any]) -> tuple[tuple[str, 
         pl.col("change").fill_null("") != ""
     )
     removed = _lines("before").list.unique()
-    cand = base.filter(
+    lazy = base.filter(
         (removed.list.len() >= params["min_lines"]) & (_lines("after").list.len() == 0)
     )
     for _, rx in params.get("except_patterns", ()):
         rx = with_flags(rx, bool(params.get("ignore_case")))
-        cand = cand.filter(~pl.col("comment").fill_null("").str.contains(rx))
+        lazy = lazy.filter(~pl.col("comment").fill_null("").str.contains(rx))
     # an exact duplicate row shares its id (dedup's to remove): one verdict per id
-    cand = cand.select(*_KEY, "id", removed.alias("line")).collect().unique("id", keep="first")
+    cand = lazy.select(*_KEY, "id", removed.alias("line")).collect().unique("id", keep="first")
     if cand.is_empty():
         return ()
     sources = (  # what the candidates' changes add: (repo, change, id_src, path_src, line)
