@@ -428,6 +428,25 @@ CAUGHT = [
         "format_only",
         "",
     ),
+    # prettier's options in JS and TS: a lone arrow parameter's parentheses, `(typeof X)`, `;`
+    (
+        dict(
+            before="  .map((issue) => issue.message);",
+            after="  .map(issue => issue.message)",
+            **JS,
+        ),
+        "format_only",
+        "",
+    ),
+    (
+        dict(
+            before='export type input<T> = (typeof T)["_input"];',
+            after='export type input<T> = typeof T["_input"];',
+            **TS,
+        ),
+        "format_only",
+        "",
+    ),
     # a subject that starts with a revert verb, partial reverts and mixed subjects included
     (dict(comment="Reverted tsdx", **TS), "revert_commit", "'revert_subject'"),
     (dict(comment="Revert type fix", **TS), "revert_commit", "'revert_subject'"),
@@ -602,6 +621,10 @@ KEPT = [
     dict(path="internal/dist/muxer.go", **GO),
     dict(path="src/main/java/com/acme/codepoet/dist/Codepoet.java", **JAVA),
     dict(path="dist/fetchy.js", repo="", language="javascript"),  # no repository name known
+    # a semicolon is code outside JS and TS (Rust: a statement, not the block's value), and a
+    # second parameter is an edit
+    dict(before="    let n = walk(root);", after="    let n = walk(root)", **RUST),
+    dict(before="const f = (x) => x + 1;", after="const f = (x, y) => x + y;", **TS),
     # long lines written by hand
     dict(path="doc.go", after=GO_LONG_STRING, **ADDED, **GO),
     dict(path="regexp.go", after=GO_LONG_URL, **ADDED, **GO),

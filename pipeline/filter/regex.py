@@ -25,6 +25,15 @@ BLANK_RE = r"^\s*$"  # empty or whitespace only (Python: re.fullmatch(r"\s*", te
 # format_only: what a formatter changes (whitespace, commas, quote style) or an import sorter
 # (the order of names on import lines: a hunk of only import lines with the same words).
 FORMAT_STRIP_RE = r"[\s,]+"
+# ... and in JavaScript and TypeScript, what prettier's options change besides: a lone arrow
+# function parameter's parentheses (arrowParens), those around `typeof X`, and a semicolon
+# ending a line (semi); each (regex, what its match becomes, $1 being its first group)
+JS_FORMAT_LANGUAGES = ("javascript", "typescript")
+JS_FORMAT_RES = (
+    (r"\(\s*([A-Za-z_$][\w$]*)\s*\)\s*=>", "$1=>"),
+    (r"\(\s*(typeof\s+[A-Za-z_$][\w$.]*)\s*\)", "$1"),
+    (r"(?m);[ \t]*$", ""),
+)
 # (Python and JS `from`/`import`, Java `import`, Rust `use`/`pub use`: a `use a::{b, c};` whose
 # names only changed order is rustfmt's; a multi-line one closes with `};`)
 _IMPORT_WORD = r"(?:from|import|use|pub(?:\([\w ]{1,20}\))?[ \t]+use)"

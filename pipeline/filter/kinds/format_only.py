@@ -1,6 +1,7 @@
 """format_only: not whitespace_only, but equal once whitespace and commas are removed and ' is
-read as ", or both sides are only import lines with the same words (an import sorter's edit,
-Rust's `use` lists included)."""
+read as " (in JavaScript and TypeScript also a lone arrow parameter's parentheses, those around
+`typeof X` and a semicolon ending a line: prettier's options), or both sides are only import
+lines with the same words (an import sorter's edit, Rust's `use` lists included)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import polars as pl
 
 from pipeline.filter.kinds.common import same_but_whitespace, text
 from pipeline.filter.kinds.contract import Found, Row, Rule
-from pipeline.filter.regex import BLANK_RE, FORMAT_STRIP_RE, IMPORT_KEYWORD_RE, IMPORT_LINE_RE
+from pipeline.filter.regex import (
+    BLANK_RE,
+    FORMAT_STRIP_RE,
+    IMPORT_KEYWORD_RE,
+    IMPORT_LINE_RE,
+    JS_FORMAT_LANGUAGES,
+    JS_FORMAT_RES,
+)
 
 _SIDES = ("before", "after", "context")
 
@@ -35,29 +43,39 @@ def _hit(s: pl.Series) -> pl.Series:
         kept = pl.when(pl.col("_c")).then(pl.col(f)).otherwise(pl.lit(""))
         return kept.str.extract_all(r"\w+").list.sort()
 
+    js = pl.col("language").fill_null("").is_in(list(JS_FORMAT_LANGUAGES))
+
     def norm(f: str) -> pl.Expr:
-        return (
-            pl.col(f).str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
-        )
+        js_side = pl.col(f)
+        for rx, to in JS_FORMAT_RES:
+            js_side = js_side.str.replace_all(rx, to)
+        side = pl.when(js).then(js_side).otherwise(pl.col(f))
+        return side.str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
 
     reordered = pl.col("_c") & (words("before") == words("after"))
     return df.select(((norm("before") == norm("after")) | reordered).alias("hit")).to_series()
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
-    both = pl.struct([pl.col(f) for f in _SIDES]).map_batches(_hit, return_dtype=pl.Boolean)
+    cols = [pl.col(f) for f in (*_SIDES, "language")]
+    both = pl.struct(cols).map_batches(_hit, return_dtype=pl.Boolean)
     return both & ~same_but_whitespace()
 
 
 def reason(rule: Rule, found: Found) -> pl.Expr:
     return pl.lit(
-        "before and after differ only in formatting (commas, quote style) or import order"
+        "before and after differ only in formatting (commas, quote style, optional "
+        "parentheses or semicolons) or import order"
     )
 
 
 def reference(rule: Rule, row: Row, found: Found) -> bool:
     def fmt(f: str) -> str:
-        return re.sub(FORMAT_STRIP_RE, "", row.txt(f)).replace("'", '"')
+        s = row.txt(f)
+        if (row.get("language") or "") in JS_FORMAT_LANGUAGES:
+            for rx, to in JS_FORMAT_RES:
+                s = re.sub(rx, to.replace("$1", r"\1"), s)
+        return re.sub(FORMAT_STRIP_RE, "", s).replace("'", '"')
 
     def imports(f: str) -> bool:
         return re.fullmatch(r"\s*", re.sub(IMPORT_LINE_RE, "", row.txt(f))) is not None
