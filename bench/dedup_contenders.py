@@ -138,7 +138,7 @@ def child(name: str, corpus: str, out: str, threshold: float) -> None:
     phase("start+read")
     run: Callable = {"editcurate": _editcurate, "datasketch": _datasketch, "rensa": _rensa}[name]
     offsets, values, a, b, extra = run(text, d, phase)
-    j = exact_jaccard(offsets, values, a, b)
+    j = exact_jaccard(offsets, values, a, b, False)
     keep = j >= threshold
     phase("verify")
     np.savez(out + ".npz", a=a[keep], b=b[keep])

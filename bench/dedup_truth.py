@@ -152,7 +152,7 @@ def brute_pairs(
     keep_a, keep_b, keep_j = [np.empty(0, np.int64)], [np.empty(0, np.int64)], [np.empty(0)]
     for s in range(0, len(ia), chunk):
         a, b = ia[s : s + chunk].astype(np.int64), ib[s : s + chunk].astype(np.int64)
-        j = C.exact_jaccard(offsets, values, a, b)
+        j = C.exact_jaccard(offsets, values, a, b, False)
         k = j >= t
         keep_a.append(a[k])
         keep_b.append(b[k])

@@ -1,6 +1,7 @@
 """Where the project's numba kernels are cached, and whether a stage's are compiled yet.
 
-Compiling dedup's and shapes' kernels takes about a minute. numba's own cache sits beside each
+Compiling dedup's and shapes' kernels takes about half a minute (each kernel once, for its
+arguments' plain types: _compile_unliteral). numba's own cache sits beside each
 source file (or under a folder named by its absolute path), so every fresh clone or install
 compiled again. The project's kernels are cached instead under one user folder, by source
 *content*: KernelCache keys a module's cache by a digest of every Python file of its package
@@ -77,7 +78,29 @@ def use_kernel_cache() -> type:
             return super().from_function(py_func, py_file)
 
     caching.CacheImpl._locator_classes.insert(0, KernelCache)
+    _compile_unliteral()
     return KernelCache
+
+
+def _compile_unliteral() -> None:
+    """A project kernel called from another is compiled for its arguments' plain types only.
+    numba's type inference first sees a constant argument (`p = 0`, a literal `7`) as a literal
+    type, and compiles the callee, and everything it calls, once more for that type: the
+    shapes and dedup kernels compiled two to six times each, most of a first run's wait. A
+    literal still matches the plain signature (safe conversion); no kernel here reads an
+    argument's value at compile time."""
+    from numba.core import types
+    from numba.core.dispatcher import Dispatcher
+
+    plain = Dispatcher.get_call_template
+
+    def get_call_template(self: Any, args: Any, kws: Any) -> Any:
+        if str(self.py_func.__module__).startswith(PACKAGE + "."):
+            args = tuple(types.unliteral(a) for a in args)
+            kws = {k: types.unliteral(v) for k, v in kws.items()}
+        return plain(self, args, kws)
+
+    Dispatcher.get_call_template = get_call_template  # type: ignore[method-assign]
 
 
 def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -257,7 +257,7 @@ def _say_compiling(stage: Stage) -> None:
     if every and cold == every:
         console.print(
             Text(
-                f"{stage.name}: compiling its numba kernels on first use (up to a minute, "
+                f"{stage.name}: compiling its numba kernels on first use (up to half a minute, "
                 "once per version of the code: every later run and install of it loads them "
                 "from the kernel cache, see docs/DESIGN.md)",
                 style="dim",

@@ -7,7 +7,7 @@ from pipeline.dedup.clusters import best_first, components, est_jaccard, exact_j
 def test_exact_jaccard_over_sorted_sets_and_empty_sets_score_zero():
     offsets = np.array([0, 3, 6, 6, 6])
     values = np.array([1, 2, 3, 2, 3, 4], dtype=np.uint32)
-    j = exact_jaccard(offsets, values, np.array([0, 0, 2]), np.array([1, 0, 3]))
+    j = exact_jaccard(offsets, values, np.array([0, 0, 2]), np.array([1, 0, 3]), False)
     assert j.tolist() == [0.5, 1.0, 0.0]
 
 

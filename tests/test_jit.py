@@ -73,3 +73,44 @@ def test_a_fresh_copy_of_the_same_code_loads_the_kernels_another_compiled(tmp_pa
         assert len(list((tmp_path / "cache").iterdir())) == 2  # a and b share one
     finally:
         sys.modules.pop(NAME, None)
+
+
+CALLS = """\
+from numba import njit
+
+from pipeline.jit import use_kernel_cache
+
+use_kernel_cache()
+
+
+@njit
+def step(x, by):
+    return x + by
+
+
+@njit
+def run(n):
+    x = 0
+    for _ in range(n):
+        x = step(x, 7)  # a constant argument, and x = 0 first typed as a literal too
+    return x
+"""
+
+
+def test_a_kernel_called_with_constants_is_compiled_once_for_plain_types(tmp_path):
+    """numba types a constant argument as a literal and would compile the callee again for
+    it; a project kernel is compiled for the plain types only (the first run's wait)."""
+    from numba.core import types
+
+    name = "pipeline._jit_calls_under_test"
+    (tmp_path / "calls.py").write_text(CALLS)
+    spec = importlib.util.spec_from_file_location(name, tmp_path / "calls.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+        assert mod.run(3) == 21
+        assert len(mod.step.signatures) == 1
+        assert not any(isinstance(t, types.Literal) for t in mod.step.signatures[0])
+    finally:
+        sys.modules.pop(name, None)

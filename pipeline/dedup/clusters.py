@@ -96,10 +96,11 @@ def _jaccard(va, i, ie, vb, j, je, parts, empty):
 
 
 @nb.njit(parallel=True, cache=True)
-def exact_jaccard(offsets, values, a, b, change=False):
+def exact_jaccard(offsets, values, a, b, change):
     """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k] (0 if one is
     empty or both are); with `change`, the sets are change sets and this is the lowest of
-    their four parts' Jaccards (two edits that change nothing are the same change)."""
+    their four parts' Jaccards (two edits that change nothing are the same change). `change`
+    has no default: an omitted argument is a type of its own, one more compile."""
     parts, empty = (4, 1.0) if change else (1, 0.0)
     out = np.zeros(a.shape[0], dtype=np.float64)
     for k in nb.prange(a.shape[0]):
@@ -110,7 +111,7 @@ def exact_jaccard(offsets, values, a, b, change=False):
 
 
 @nb.njit(parallel=True, cache=True)
-def exact_jaccard_cross(oa, va, ob, vb, a, b, change=False):
+def exact_jaccard_cross(oa, va, ob, vb, a, b, change):
     """exact_jaccard of item a[k] of one CSR set (oa, va) and item b[k] of another (ob, vb)."""
     parts, empty = (4, 1.0) if change else (1, 0.0)
     out = np.zeros(a.shape[0], dtype=np.float64)

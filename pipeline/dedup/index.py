@@ -362,7 +362,7 @@ def match_query(index: Index, query: Query, d: DedupConfig) -> Matches:
         qu, qi = np.unique(q[s : s + VERIFY_CHUNK], return_inverse=True)
         qo, qv = query.sets(qu)
         qi, lr = qi.astype(np.int64), local[s : s + VERIFY_CHUNK].astype(np.int64)
-        j[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qo, qv, io, iv, qi, lr)
+        j[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qo, qv, io, iv, qi, lr, False)
         if query.changes is not None and d.checks_change:
             qco, qcv = query.changes(qu)
             cj[s : s + VERIFY_CHUNK] = exact_jaccard_cross(qco, qcv, co, cv, qi, lr, True)

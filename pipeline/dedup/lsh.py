@@ -151,7 +151,9 @@ def _band_pairs(key, idx, cap):
         if k > cap:
             big_key[g] = sk[s]
             o = big_offsets[g]
-            big_members[o : o + k] = np.sort(idx[order[s:e]])
+            for t in range(k):
+                big_members[o + t] = idx[order[s + t]]
+            big_members[o : o + k].sort()
             big_offsets[g + 1] = o + k
             g += 1
         elif k > 1:
@@ -197,7 +199,8 @@ def _grow(out, w):
     if w < out.shape[0]:
         return out
     grown = np.empty(2 * out.shape[0], dtype=out.dtype)
-    grown[:w] = out[:w]
+    for t in range(w):
+        grown[t] = out[t]
     return grown
 
 

@@ -79,7 +79,7 @@ def jaccards(
     la, lb = inv[: len(aa)], inv[len(aa) :]
     offsets, values = sets.shingles(u)
     sig = signatures(offsets, values, *sets.perm)
-    exact, est = C.exact_jaccard(offsets, values, la, lb), C.est_jaccard(sig, la, lb)
+    exact, est = C.exact_jaccard(offsets, values, la, lb, False), C.est_jaccard(sig, la, lb)
     ch = sets.changes(u)
     change = np.ones(len(a)) if ch is None else C.exact_jaccard(*ch, la, lb, True)
     return exact, est, change

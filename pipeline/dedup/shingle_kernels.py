@@ -236,7 +236,8 @@ def signatures_kernel(offsets, values, a, b, sig):
     for i in nb.prange(offsets.shape[0] - 1):
         row = np.empty(a.shape[0], dtype=np.uint32)
         _sign_row(values, offsets[i], offsets[i + 1], a, b, row)
-        sig[i, :] = row
+        for p in range(a.shape[0]):  # a loop, not sig[i, :] = row: see shapes/scan.py
+            sig[i, p] = row[p]
 
 
 @nb.njit(parallel=True, cache=True)
@@ -274,7 +275,8 @@ def shingle_kernel(data, offs, tags, n, chars, cls, one, chunks, start, out, cou
             counts[i] = u
             if a.shape[0]:
                 _sign_row(out, w, w + u, a, b, row)
-                sig[i, :] = row
+                for p in range(a.shape[0]):
+                    sig[i, p] = row[p]
             w += u
 
 

@@ -215,7 +215,7 @@ def rescore(edges: pl.DataFrame, items: pl.DataFrame, d: DedupConfig, ngram: int
     index = pl.DataFrame({"id": items["id"], "i": np.arange(items.height, dtype=np.int64)})
     ia = edges.join(index, left_on="a", right_on="id", how="left", maintain_order="left")["i"]
     ib = edges.join(index, left_on="b", right_on="id", how="left", maintain_order="left")["i"]
-    j = C.exact_jaccard(offs, vals, ia.to_numpy(), ib.to_numpy())
+    j = C.exact_jaccard(offs, vals, ia.to_numpy(), ib.to_numpy(), False)
     return edges.with_columns(exact_j=pl.Series(j))
 
 

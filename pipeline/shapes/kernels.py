@@ -196,11 +196,14 @@ def diff_digit(data, starts, ends, cdata, coff, ndata, noff, line_off, empty):
             stamp += ahi - alo + 1
             if size == 0:
                 continue
-            changed[a0 + i : a0 + i + size] = False
-            changed[b0 + j : b0 + j + size] = False
+            for t in range(size):
+                changed[a0 + i + t] = False
+                changed[b0 + j + t] = False
             if top + 2 > stack.shape[0]:
                 grown = np.empty((stack.shape[0] * 2, 4), np.int64)
-                grown[:top] = stack[:top]
+                for t in range(top):
+                    grown[t, 0], grown[t, 1] = stack[t, 0], stack[t, 1]
+                    grown[t, 2], grown[t, 3] = stack[t, 2], stack[t, 3]
                 stack = grown
             if alo < i and blo < j:
                 stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = alo, i, blo, j
@@ -244,7 +247,8 @@ def join_lines(ndata, noff, changed, line_off, edit):
                             out[p] = 32 if edit else 10
                         if not edit:
                             out[p + lead - 1] = 45 if side == 0 else 43  # - / +
-                        out[p + lead : p + lead + e - s] = ndata[s:e]
+                        for t in range(e - s):
+                            out[p + lead + t] = ndata[s + t]
                     p += lead + e - s
                     first = False
             if not write:

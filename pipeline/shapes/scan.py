@@ -245,7 +245,8 @@ def _normalise(c, m, h, out, o, voc):
                 dig = dig or _digit(c[q])
                 q += 1
             if dig and q - p >= 7 and (q == m or not _word(c[q])):
-                h[k : k + 7] = tok_h
+                for t in range(7):  # loops, not slice copies: numba compiles a slice copy's
+                    h[k + t] = tok_h[t]  # shape check with its message, seconds per kernel
                 k += 7
                 p = q
                 continue
@@ -267,7 +268,8 @@ def _normalise(c, m, h, out, o, voc):
             o += 1
             p += 1
         else:
-            out[o : o + 7] = tok_n
+            for t in range(7):
+                out[o + t] = tok_n[t]
             o += 7
             p = q
     return o
@@ -306,7 +308,8 @@ def _normalise_lines(data, starts, ends, voc):
         coff[i + 1] = o
         if ndata.size < noff[i] + 7 * (o - c0):  # NUM at most 7 bytes per input byte
             grown = np.empty(2 * ndata.size + 7 * (o - c0), np.uint8)
-            grown[: noff[i]] = ndata[: noff[i]]
+            for t in range(noff[i]):
+                grown[t] = ndata[t]
             ndata = grown
         if not digits:  # HEX and NUM both need a digit: the collapsed line is the result
             for t in range(o - c0):
