@@ -18,7 +18,7 @@ import polars as pl
 
 from pipeline.config import Config, ConfigError, apply_override, load_config, validate
 from pipeline.errors import EnvError, UsageError
-from pipeline.runner import StageResult, run_stage, stage_key
+from pipeline.runner import CompileAhead, StageResult, run_stage, stage_key
 from pipeline.runs import CONFIG_FILE, read_manifest, run_lock, stale_stages, write_text
 from pipeline.secrets.masking import mask
 from pipeline.stage import PIPELINE, Stage, resolve
@@ -215,13 +215,18 @@ class Pipeline:
         keys = {s.name: stage_key(s, cfg) for s in todo[1:]}
         with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
             write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())
-            for stage in todo:
-                result = run_stage(stage, cfg, force=force, key=keys.get(stage.name))
-                results.append(result)
-                if on_stage is not None:
-                    on_stage(stage, result)
-                if stage.check is not None:
-                    resolve(stage.check)(result.manifest)
+            ahead = CompileAhead(todo, cfg)
+            try:
+                for stage in todo:
+                    ahead.wait(stage)
+                    result = run_stage(stage, cfg, force=force, key=keys.get(stage.name))
+                    results.append(result)
+                    if on_stage is not None:
+                        on_stage(stage, result)
+                    if stage.check is not None:
+                        resolve(stage.check)(result.manifest)
+            finally:
+                ahead.close()
         return Run(cfg.run_dir, results, time.time() - t0, self.stages)
 
 

@@ -16,7 +16,12 @@ the folder cannot be written numba falls back to its own. Kernel modules call
 use_kernel_cache() before their first `njit(cache=True)`, which is when numba picks a locator.
 
 What is still to compile the runner says in one line before the stage (uncached_kernels), so a
-first run never looks hung.
+first run never looks hung. A run compiles ahead: each later stage whose kernels are all
+uncached names warm-up functions (Stage.warm), and the runner starts each in its own process
+(`python -m pipeline.jit REF`, the run's config on stdin) while the earlier stages run, then
+waits for a stage's before running it; the stage loads what they compiled from the cache. A
+warm-up calls the stage's own code on warm_items(), so it compiles what a run needs, for the
+types a run passes (tests/test_jit.py checks that a run after them compiles nothing).
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ import sys
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 PACKAGE = "pipeline"
 
@@ -118,3 +126,60 @@ def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:
                 if not os.path.exists(index):
                     out.append(f"{name}.{attr}")
     return out, every
+
+
+def warm_items() -> pa.Table:
+    """A few items in ITEM_SCHEMA shaped to take every common path of the stages' kernels:
+    a version bump and a hash bump (shapes' digit scans), an addition to an empty file, text
+    outside ASCII, a multi-line edit, and an exact and a near duplicate (dedup's pairs)."""
+    import pyarrow as pa
+
+    from pipeline.schema import ITEM_SCHEMA
+
+    body = "def area(r):\n    return 3.14 * r * r\n\n\nprint(area(2))\n"
+    edits = [
+        ("  rev: v4.5.0\n", "  rev: v5.0.0\n", "bump pre-commit hooks"),
+        ('"lodash": "^4.17.20",\n', '"lodash": "~4.17.21",\n', "bump lodash"),
+        ("ref = 1a2b3c4d5e6f7a8\n", "ref = 9f8e7d6c5b4a3f2\n", "pin the new commit"),
+        ("", 'fn main() {\n    println!("héllo");\n}\n', "add main"),
+        (body, body.replace("3.14", "math.pi"), "use math.pi"),
+        (body, body.replace("3.14", "math.pi"), "use math.pi"),
+        (body, body.replace("3.14 * r * r", "math.pi * r**2"), "use math.pi, r**2"),
+    ]
+    rows = [
+        {
+            "id": f"{k:024x}",
+            "source": "warm",
+            "source_ref": f"line {k + 1}",
+            "repo": "o/r",
+            "change": f"c{k}",
+            "path": f"src/f{k % 3}.py",
+            "language": "python",
+            "before": before,
+            "after": after,
+            "context": "",
+            "comment": comment,
+            "author": None,
+            "author_is_bot": False,
+            "lines_removed": before.count("\n"),
+            "lines_added": after.count("\n"),
+            "created_at": None,
+        }
+        for k, (before, after, comment) in enumerate(edits)
+    ]
+    return pa.Table.from_pylist(rows, schema=ITEM_SCHEMA)
+
+
+def _warm_main() -> int:
+    """`python -m pipeline.jit REF`: runs warm-up REF (module:function) with the run's config,
+    read as JSON from stdin."""
+    from pipeline.config import Config
+    from pipeline.stage import resolve
+
+    cfg = Config.model_validate_json(sys.stdin.read())
+    resolve(sys.argv[1])(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_warm_main())

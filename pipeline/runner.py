@@ -15,6 +15,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -244,17 +247,74 @@ def run_stage(
     return StageResult(stage.name, manifest, skipped=False)
 
 
-def _say_compiling(stage: Stage) -> None:
-    """One line before a stage none of whose own numba kernels (those of its package) is
-    compiled yet: the first run after an install."""
+def _cold(stage: Stage) -> bool:
+    """Whether none of the stage's own numba kernels (those of its package) is compiled yet:
+    the first run of this version of the code."""
     ref = stage.step if isinstance(stage.step, str) else stage.map
     if not isinstance(ref, str):
-        return
+        return False
     resolve(ref)  # imports the stage's modules, and so its kernels' modules
     home = ref.partition(":")[0].rpartition(".")[0] + "."  # "pipeline.dedup."
     mods = [m for m in import_graph(PKG) if m.startswith(home) and home != "pipeline."]
     cold, every = uncached_kernels(mods)
-    if every and cold == every:
+    return bool(every) and cold == every
+
+
+class CompileAhead:
+    """The warm-ups (Stage.warm) of the given stages whose kernels are not compiled yet, each
+    in a process of its own, started now: a first run compiles dedup's and shapes' kernels
+    while the stages before them run, on every core (numba compiles on one). wait(stage)
+    before running a stage; close() stops what is left. A warm-up that fails costs nothing
+    but its time: the stage compiles what it needs itself."""
+
+    def __init__(self, stages: list[Stage], cfg: Config) -> None:
+        self.running: dict[str, list[tuple[str, subprocess.Popen[bytes], Any]]] = {}
+        cold = [s for s in stages if s.warm and _cold(s)]
+        if not cold:
+            return
+        payload = cfg.model_dump_json().encode()
+        for stage in cold:
+            for ref in stage.warm:
+                log = tempfile.TemporaryFile()
+                cmd = [sys.executable, "-m", "pipeline.jit", str(ref)]
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log)
+                assert proc.stdin is not None
+                proc.stdin.write(payload)
+                proc.stdin.close()
+                self.running.setdefault(stage.name, []).append((str(ref), proc, log))
+        console.print(
+            Text(
+                f"compiling the numba kernels of {', '.join(s.name for s in cold)} in "
+                f"{sum(map(len, self.running.values()))} processes while the stages before "
+                "them run (once per version of the code: later runs load them from the kernel "
+                "cache, see docs/DESIGN.md)",
+                style="dim",
+            )
+        )
+
+    def wait(self, stage: Stage) -> None:
+        for ref, proc, log in self.running.pop(stage.name, []):
+            if proc.wait() != 0:
+                log.seek(0)
+                lines = log.read().decode(errors="replace").strip().splitlines() or ["?"]
+                console.print(
+                    Text(f"{stage.name}: compiling ahead ({ref}) failed: {lines[-1]}", style="dim")
+                )
+            log.close()
+
+    def close(self) -> None:
+        for procs in self.running.values():
+            for _, proc, log in procs:
+                proc.kill()
+                proc.wait()
+                log.close()
+        self.running.clear()
+
+
+def _say_compiling(stage: Stage) -> None:
+    """One line before a stage none of whose own numba kernels is compiled yet (and not
+    compiled ahead): the first run after an install."""
+    if _cold(stage):
         console.print(
             Text(
                 f"{stage.name}: compiling its numba kernels on first use (up to half a minute, "

@@ -81,6 +81,9 @@ class Stage:
     check: Ref | None = None  # (manifest) -> None, raising DataError: the data failed
     conservation: str = "ids"  # ids | records (the step records it) | none
     batch_size: Callable[[Any], int] | None = field(default=None, compare=False)
+    # (cfg) -> None each: compile the stage's numba kernels on a few items; a first run runs
+    # them in processes of their own while the stages before run (pipeline/jit.py)
+    warm: tuple[Ref, ...] = field(default=(), compare=False)
     doc: str = ""  # one line: what it does (its CLI command's help)
 
     def __post_init__(self) -> None:
@@ -270,6 +273,7 @@ PIPELINE: tuple[Stage, ...] = (
         step=_ref("dedup.stage", "step"),
         key=_ref("dedup.stage", "key"),
         summary=_ref("dedup.stage", "print_summary"),
+        warm=(_ref("dedup.scan", "warm"), _ref("dedup.find", "warm")),
     ),
     Stage(
         name="decontaminate",
@@ -297,6 +301,7 @@ PIPELINE: tuple[Stage, ...] = (
         step=_ref("shapes.stage", "step"),
         key=_ref("shapes.stage", "key"),
         summary=_ref("shapes.stage", "print_summary"),
+        warm=(_ref("shapes.stage", "warm"),),
     ),
     Stage(
         name="export",

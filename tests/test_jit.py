@@ -114,3 +114,52 @@ def test_a_kernel_called_with_constants_is_compiled_once_for_plain_types(tmp_pat
         assert not any(isinstance(t, types.Literal) for t in mod.step.signatures[0])
     finally:
         sys.modules.pop(name, None)
+
+
+LISTEN = """\
+import sys
+
+from numba.core import event
+
+
+class Compiled(event.Listener):
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        name = ev.data["dispatcher"].py_func.__module__
+        if name.startswith("pipeline."):
+            print("compiled here:", name, ev.data["dispatcher"].py_func.__name__, file=sys.stderr)
+
+
+event.register("numba:compile", Compiled())
+from pipeline.cli import app
+
+sys.argv[0] = "editcurate"
+app()
+"""
+
+
+def test_a_first_run_compiles_later_stages_kernels_ahead_for_the_types_the_run_passes(tmp_path):
+    """With no kernel compiled yet, a run starts the dedup and shapes warm-ups in processes of
+    their own, and they compile every kernel the run then calls: the run's own process
+    compiles none (a warm-up that missed a type would leave the stage compiling it)."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from numba.core import config
+
+    if config.CACHE_DIR:
+        pytest.skip("NUMBA_CACHE_DIR is set: numba's own cache location stands")
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "listen.py").write_text(LISTEN)
+    env = os.environ | {"EDITCURATE_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200"}
+    sample = root / "data" / "sample" / "edits.jsonl"
+    cmd = [sys.executable, str(tmp_path / "listen.py"), "run", str(sample), "--out"]
+    out = subprocess.run([*cmd, str(tmp_path / "run")], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout + out.stderr
+    assert "compiling the numba kernels of dedup, shapes in 3 processes" in text
+    assert "compiled here:" not in text, text
+    assert "failed" not in text

@@ -21,13 +21,14 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline.config import DedupConfig, RunConfig
+from pipeline.config import Config, DedupConfig, RunConfig
 from pipeline.dedup import clusters as C
 from pipeline.dedup import lsh
 from pipeline.dedup.index import Index, Query, best, match_query
 from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.pairs import EDGE_SCHEMA, Graph, verify
 from pipeline.dedup.scan import (
+    collect,
     content_hash,
     exact_groups,
     needed_columns,
@@ -384,6 +385,43 @@ def _frames(
     # its own signature is the one the index needs.
     assert np.array_equal(reps["_row"].to_numpy()[row_rep[kept]], kept_rows)
     return removed, clusters, multi, comp_num.height, kept_rows
+
+
+def warm(cfg: Config) -> None:
+    """Compiles banding, verification and clustering while scan.warm compiles the shingle
+    kernels: find over sets made up in their place (the kernels see the types scan_batch
+    makes, not its hashes): items 0 and 1 near duplicates (one band in common, sets 3 of 4
+    alike), 2 and 3 exact ones, 4 and 5 neither."""
+    d = cfg.dedup
+    sets = [[1, 2, 3, 4], [1, 2, 3, 5], [6, 7], [6, 7], [8, 9, 10], [11]]
+    offsets = np.cumsum([0] + [len(x) for x in sets], dtype=np.int64)
+    values = np.array([v for x in sets for v in x], dtype=np.uint32)
+    shingles = pa.LargeListArray.from_arrays(offsets, values)
+    keys = np.arange(len(sets) * d.bands, dtype=np.uint64).reshape(len(sets), d.bands)
+    keys[1, 0] = keys[0, 0]
+    table = {
+        "shingles": shingles,
+        "band_keys": pa.FixedSizeListArray.from_arrays(keys.ravel(), d.bands),
+    }
+    if d.checks_change:
+        table["change"] = shingles
+    h = np.array([0, 1, 2, 2, 4, 5], dtype=np.uint64)
+    rows = pl.DataFrame(
+        {"id": [f"{k:024x}" for k in range(len(sets))], "_blank": [False] * len(sets)}
+        | {f"_rank{i}": [0] * len(sets) for i in range(len(d.keeper))}
+        | {"_h0": h, "_h1": h},
+        schema={"id": pl.String, "_blank": pl.Boolean}
+        | {f"_rank{i}": pl.Int32 for i in range(len(d.keeper))}
+        | {"_h0": pl.UInt64, "_h1": pl.UInt64},
+    )
+    ties = pl.DataFrame({"source": ["warm"] * len(sets), "source_ref": list("abcdef")})
+    with tempfile.TemporaryDirectory(prefix="dedup-warm-") as tmp:
+        store = Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
+        keyed = collect([({"rows": rows, "sets": pa.table(table)}, len(sets))], d, store)
+        res = find(exact_groups(keyed, d, lambda r: ties[r]), store, d)
+        store.sig(res.kept_rows)
+        for _ in res.edge_tables():
+            pass
 
 
 def find_duplicates(

@@ -22,13 +22,14 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline.config import DedupConfig
+from pipeline.config import Config, DedupConfig
 from pipeline.dedup import clusters as C
 from pipeline.dedup.change import change_sets
 from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import permutations
 from pipeline.dedup.shingles import signed_sets
 from pipeline.dedup.store import Store, release
+from pipeline.jit import warm_items
 from pipeline.nfc import nfc_columns
 
 SUB_BATCH = 25_000  # rows shingled at once: the shingle kernel's buffer is 4 bytes per byte
@@ -118,6 +119,14 @@ def scan_batch(batch: pa.RecordBatch | pa.Table, ctx: Any) -> tuple[dict[str, An
         sets["change"] = ch.array()
     rows = pl.concat([small, content_hash(text, fields)], how="horizontal")
     return {"rows": rows, "sets": pa.table(sets)}, {}
+
+
+def warm(cfg: Config) -> None:
+    """Compiles the shingle and change kernels: scan_batch over jit.warm_items, as the stage
+    reads its input (find.warm compiles the rest of the stage's, at the same time)."""
+    items = warm_items()
+    cols = [c for c in needed_columns(cfg.dedup) if c not in ("source", "source_ref")]
+    scan_batch(items.select(cols), scan_context(cfg.dedup))
 
 
 class _Csr:

@@ -72,6 +72,8 @@ def shape_columns(df: pl.DataFrame, context_key: bool = False) -> pl.DataFrame:
         raw = [data[starts[i] : ends[i]].tobytes().decode() for i in odd_lines]
         cdata, coff = _patch((cdata, coff), odd_lines, [collapse_ws(x) for x in raw])
         ndata, noff = _patch((ndata, noff), odd_lines, [normalise_line(x) for x in raw])
+    for a in (cdata, coff, ndata, noff):  # read-only as _patch's (Arrow's): one kernel type
+        a.setflags(write=False)
     empty = offsets[1:] == offsets[:-1]
     changed, digit = K.diff_digit(data, starts, ends, cdata, coff, ndata, noff, line_off, empty)
     shape = _series(*K.join_lines(ndata, noff, changed, line_off, False))

@@ -28,6 +28,7 @@ from pipeline.config import SHAPE_SCOPES, Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
 from pipeline.executors import batches
+from pipeline.jit import warm_items
 from pipeline.parts import Parts
 from pipeline.shapes.columns import key_frame
 from pipeline.shapes.group import ShapesResult, analyse
@@ -109,6 +110,14 @@ def _key_frames(
         empty = src.schema_arrow.empty_table().select(cols)
         out.append(key_frame(pl.DataFrame(pl.from_arrow(empty)), cfg.shapes, rank))
     return out
+
+
+def warm(cfg: Config) -> None:
+    """Compiles the stage's kernels: one batch of jit.warm_items, as step keys its batches."""
+    keeper = list(cfg.dedup.keeper)
+    items = warm_items()
+    cols = input_columns(cfg.shapes, keeper, items.column_names)
+    _key_batch(items.select(cols), (cfg.shapes, keeper if cfg.shapes.policy == "cap" else None))
 
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
