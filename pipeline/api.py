@@ -212,11 +212,11 @@ class Pipeline:
         # what the config names (rules, benchmarks, earlier runs) is checked before the first
         # stage runs, by the later stages' keys, kept for their runs (the first's key runs
         # first anyway, and hashes the inputs)
-        keys = {s.name: stage_key(s, cfg) for s in todo[1:]}
-        with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
-            write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())
-            ahead = CompileAhead(todo, cfg)
-            try:
+        ahead = CompileAhead(todo, cfg)  # first, so that it overlaps all of what follows
+        try:
+            keys = {s.name: stage_key(s, cfg) for s in todo[1:]}
+            with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
+                write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())
                 for stage in todo:
                     ahead.wait(stage)
                     result = run_stage(stage, cfg, force=force, key=keys.get(stage.name))
@@ -225,8 +225,8 @@ class Pipeline:
                         on_stage(stage, result)
                     if stage.check is not None:
                         resolve(stage.check)(result.manifest)
-            finally:
-                ahead.close()
+        finally:
+            ahead.close()
         return Run(cfg.run_dir, results, time.time() - t0, self.stages)
 
 

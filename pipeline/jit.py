@@ -29,7 +29,8 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,6 +112,28 @@ def _compile_unliteral() -> None:
     Dispatcher.get_call_template = get_call_template  # type: ignore[method-assign]
 
 
+def none_cached(package: str) -> bool | None:
+    """Whether no kernel module of the package ("pipeline.dedup") has a folder in the kernel
+    cache for the package's current code: its kernels are all still to compile. Read from the
+    folder names alone, importing nothing (so a run can start compiling ahead at once); None
+    where numba's own cache location stands (NUMBA_CACHE_DIR)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return None
+    folder = Path(__file__).resolve().parent.joinpath(*package.split(".")[1:])
+    prefix = package.removeprefix(PACKAGE + ".") + "."
+    root = cache_root()
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:  # a first run on this machine (numba makes the folder)
+        return True
+    except OSError:
+        return None
+    if not os.access(root, os.W_OK):  # numba falls back to its own location then
+        return None
+    digest = package_digest(str(folder))
+    return not any(n.startswith(prefix) and n.endswith("-" + digest) for n in names)
+
+
 def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:
     """Of the cached numba kernels (`njit(cache=True)`) of the given imported modules, as
     module.function: those whose cache has no index yet, and all of them."""
@@ -126,6 +149,29 @@ def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:
                 if not os.path.exists(index):
                     out.append(f"{name}.{attr}")
     return out, every
+
+
+def on_threads(kernel: Callable[..., None], n: int, *args: Any) -> None:
+    """kernel(lo, hi, *args) over consecutive ranges of 0..n-1 (up to 8 per thread, so a
+    slow range holds one thread only) on numba's number of threads: for serial kernels that
+    release the GIL (nogil=True). numba's parallel loops (prange) do the same, but compiling
+    them took 3.5 s more of every first run, and two threads must not start them at once."""
+    threads = min(nb_threads(), n)
+    if threads <= 1:
+        if n > 0:
+            kernel(0, n, *args)
+        return
+    parts = min(n, 8 * threads)
+    bounds = [n * k // parts for k in range(parts + 1)]
+    with ThreadPoolExecutor(threads) as ex:
+        for _ in ex.map(lambda k: kernel(bounds[k], bounds[k + 1], *args), range(parts)):
+            pass
+
+
+def nb_threads() -> int:
+    import numba
+
+    return int(numba.get_num_threads())
 
 
 def warm_items() -> pa.Table:

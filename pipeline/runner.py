@@ -33,7 +33,7 @@ from pipeline.console import console, progress
 from pipeline.errors import DataError
 from pipeline.executors import batches
 from pipeline.executors.contract import merge
-from pipeline.jit import uncached_kernels
+from pipeline.jit import none_cached, uncached_kernels
 from pipeline.parts import Parts, Writer, read_schema, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
@@ -260,6 +260,14 @@ def _cold(stage: Stage) -> bool:
     return bool(every) and cold == every
 
 
+def _warm_cold(stage: Stage) -> bool:
+    """_cold for a stage with warm-ups, from the kernel cache's folder names where it can
+    (nothing imported: compiling ahead starts before the stages' modules are loaded)."""
+    package = str(stage.warm[0]).partition(":")[0].rpartition(".")[0]  # "pipeline.dedup"
+    fast = none_cached(package)
+    return _cold(stage) if fast is None else fast
+
+
 class CompileAhead:
     """The warm-ups (Stage.warm) of the given stages whose kernels are not compiled yet, each
     in a process of its own, started now: a first run compiles dedup's and shapes' kernels
@@ -269,7 +277,7 @@ class CompileAhead:
 
     def __init__(self, stages: list[Stage], cfg: Config) -> None:
         self.running: dict[str, list[tuple[str, subprocess.Popen[bytes], Any]]] = {}
-        cold = [s for s in stages if s.warm and _cold(s)]
+        cold = [s for s in stages if s.warm and _warm_cold(s)]
         if not cold:
             return
         payload = cfg.model_dump_json().encode()

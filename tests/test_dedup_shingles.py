@@ -128,6 +128,31 @@ def test_sort_unique_sorts_repeats_and_values_on_the_same_top_bits():
         assert np.array_equal(out[5 : 5 + u], np.unique(raw))
 
 
+def test_sort_keeps_repeats_and_heapsort_orders_by_both_arrays():
+    """The change sets' multisets are sorted with their repeats (_sort); the fallback heap sort
+    orders by (a, b) when b is given, as lsh.sorted_keys' stable order needs."""
+    rng = np.random.default_rng(5)
+    cnt = np.empty((1 << 16) + 1, np.int64)
+    for raw in (
+        rng.choice(rng.integers(0, 1 << 32, 40, dtype=np.uint64), 2000).astype(np.uint32),
+        rng.integers(0, 1 << 10, 2000).astype(np.uint32),  # one bucket: the heap sort
+        np.array([7], np.uint32),
+    ):
+        out = np.zeros(len(raw) + 3, np.uint32)
+        K._sort(raw, len(raw), out, 3, cnt)
+        assert np.array_equal(out[3:], np.sort(raw))
+    a = rng.integers(0, 30, 3000).astype(np.uint64)
+    b = rng.permutation(3000).astype(np.int64)
+    want = np.lexsort((b, a))
+    a2, b2 = a.copy(), b.copy()
+    K.heapsort(a2, 0, 3000, b2)
+    assert np.array_equal(a2, a[want]) and np.array_equal(b2, b[want])
+    c = a.copy()
+    K.heapsort(c, 100, 2000, c[:0])
+    assert np.array_equal(c[100:2000], np.sort(a[100:2000]))
+    assert np.array_equal(c[:100], a[:100]) and np.array_equal(c[2000:], a[2000:])
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_signed_sets_are_shingle_sets_and_signatures_in_one_pass(threads):
     if threads > nb.config.NUMBA_NUM_THREADS:

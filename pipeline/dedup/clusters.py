@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 import polars as pl
 
-from pipeline.jit import use_kernel_cache
+from pipeline.jit import on_threads, use_kernel_cache
 
 use_kernel_cache()  # before the first njit(cache=True) below
 
@@ -95,44 +95,56 @@ def _jaccard(va, i, ie, vb, j, je, parts, empty):
     return low
 
 
-@nb.njit(parallel=True, cache=True)
-def exact_jaccard(offsets, values, a, b, change):
+def exact_jaccard(
+    offsets: np.ndarray, values: np.ndarray, a: np.ndarray, b: np.ndarray, change: bool
+) -> np.ndarray:
     """|A & B| / |A | B| over the sorted unique shingle sets of items a[k], b[k] (0 if one is
     empty or both are); with `change`, the sets are change sets and this is the lowest of
-    their four parts' Jaccards (two edits that change nothing are the same change). `change`
-    has no default: an omitted argument is a type of its own, one more compile."""
-    parts, empty = (4, 1.0) if change else (1, 0.0)
-    out = np.zeros(a.shape[0], dtype=np.float64)
-    for k in nb.prange(a.shape[0]):
-        x, y = a[k], b[k]
-        i, ie, j, je = offsets[x], offsets[x + 1], offsets[y], offsets[y + 1]
-        out[k] = _jaccard(values, i, ie, values, j, je, parts, empty)
+    their four parts' Jaccards (two edits that change nothing are the same change)."""
+    out = np.zeros(len(a), dtype=np.float64)
+    on_threads(_exact_rows, len(a), offsets, values, offsets, values, a, b, change, out)
     return out
 
 
-@nb.njit(parallel=True, cache=True)
-def exact_jaccard_cross(oa, va, ob, vb, a, b, change):
+def exact_jaccard_cross(
+    oa: np.ndarray,
+    va: np.ndarray,
+    ob: np.ndarray,
+    vb: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    change: bool,
+) -> np.ndarray:
     """exact_jaccard of item a[k] of one CSR set (oa, va) and item b[k] of another (ob, vb)."""
+    out = np.zeros(len(a), dtype=np.float64)
+    on_threads(_exact_rows, len(a), oa, va, ob, vb, a, b, change, out)
+    return out
+
+
+@nb.njit(nogil=True, cache=True)
+def _exact_rows(lo, hi, oa, va, ob, vb, a, b, change, out):
     parts, empty = (4, 1.0) if change else (1, 0.0)
-    out = np.zeros(a.shape[0], dtype=np.float64)
-    for k in nb.prange(a.shape[0]):
+    for k in range(lo, hi):
         x, y = a[k], b[k]
         out[k] = _jaccard(va, oa[x], oa[x + 1], vb, ob[y], ob[y + 1], parts, empty)
+
+
+def est_jaccard(sig: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Share of equal MinHash slots: datasketch's MinHash.jaccard."""
+    out = np.empty(len(a), dtype=np.float64)
+    on_threads(_est_rows, len(a), sig, a, b, out)
     return out
 
 
-@nb.njit(parallel=True, cache=True)
-def est_jaccard(sig, a, b):
-    """Share of equal MinHash slots: datasketch's MinHash.jaccard."""
-    out = np.empty(a.shape[0], dtype=np.float64)
+@nb.njit(nogil=True, cache=True)
+def _est_rows(lo, hi, sig, a, b, out):
     p = sig.shape[1]
-    for k in nb.prange(a.shape[0]):
+    for k in range(lo, hi):
         eq = 0
         for s in range(p):
             if sig[a[k], s] == sig[b[k], s]:
                 eq += 1
         out[k] = eq / p
-    return out
 
 
 @nb.njit(cache=True)

@@ -23,8 +23,9 @@ import numba as nb
 import numpy as np
 
 from pipeline.arrays import sorted_unique
+from pipeline.dedup.shingle_kernels import heapsort
 from pipeline.executors import in_order
-from pipeline.jit import use_kernel_cache
+from pipeline.jit import on_threads, use_kernel_cache
 
 use_kernel_cache()  # before the first njit(cache=True) below
 
@@ -51,13 +52,13 @@ def p_candidate(j: float, bands: int, rows: int) -> float:
 def band_keys(sig: np.ndarray, idx: np.ndarray, b0: int, b1: int, rows: int) -> np.ndarray:
     """uint64[b1 - b0, len(idx)]: a 64-bit hash of the `rows` slots of bands b0..b1-1."""
     keys = np.empty((b1 - b0, len(idx)), dtype=np.uint64)  # numpy's: huge pages when big
-    _band_keys(sig, idx, b0, rows, keys)
+    on_threads(_band_keys, len(idx), sig, idx, b0, rows, keys)
     return keys
 
 
-@nb.njit(parallel=True, cache=True)
-def _band_keys(sig, idx, b0, rows, keys):
-    for k in nb.prange(idx.shape[0]):
+@nb.njit(nogil=True, cache=True)
+def _band_keys(lo, hi, sig, idx, b0, rows, keys):
+    for k in range(lo, hi):
         i = idx[k]
         for band in range(b0, b0 + keys.shape[0]):
             h = np.uint64(band + 1) * np.uint64(0x9E3779B97F4A7C15)
@@ -75,7 +76,7 @@ def _band_keys(sig, idx, b0, rows, keys):
 def sorted_keys(key):
     """(np.sort(key), np.argsort(key, kind="stable")) of uint64 hashes, faster than
     np.argsort alone: as shingle_kernels._sort_unique, placed by their top bits (one
-    per bucket, about), then an insertion pass; past MOVES moves per key a merge sort."""
+    per bucket, about), then an insertion pass; past MOVES moves per key a heap sort."""
     n = key.shape[0]
     bits = 1
     while (1 << bits) < n and bits < 20:
@@ -104,9 +105,9 @@ def sorted_keys(key):
             t -= 1
         sk[t + 1], order[t + 1] = v, x
         budget -= j - 1 - t
-        if budget < 0:  # both passes so far kept equal keys in order: a stable sort finishes
-            sub = np.argsort(sk, kind="mergesort")
-            return sk[sub], order[sub]
+        if budget < 0:  # by (key, position): equal keys in order, as a stable sort keeps them
+            heapsort(sk, 0, n, order)
+            return sk, order
     return sk, order
 
 
@@ -153,7 +154,7 @@ def _band_pairs(key, idx, cap):
             o = big_offsets[g]
             for t in range(k):
                 big_members[o + t] = idx[order[s + t]]
-            big_members[o : o + k].sort()
+            heapsort(big_members, o, o + k, big_members[:0])
             big_offsets[g + 1] = o + k
             g += 1
         elif k > 1:

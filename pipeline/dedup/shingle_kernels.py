@@ -1,7 +1,7 @@
 """The compiled half of shingles.py (tokenise, hash, sort and optionally sign a batch) and
 of change.py (what each edit removes and puts in).
 
-One kernel does a batch, chunk by chunk in parallel: each item's fields are tokenised from
+One kernel does a batch, chunk by chunk on threads: each item's fields are tokenised from
 the UTF-8 bytes, its shingles hashed (shingles.py's definition, bit for bit), sorted and made
 unique, and, given permutations, its MinHash signature taken while the set is still in cache.
 A chunk writes its items' sets one after another, so only what is written is ever touched of
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from pipeline.jit import use_kernel_cache
+from pipeline.jit import on_threads, use_kernel_cache
 
 use_kernel_cache()  # before the first njit(cache=True) below
 
@@ -146,18 +146,57 @@ def _tokenise(data, s, e, chars, cls, one, out):
 
 
 @nb.njit
-def _sort_unique(raw, m, out, w, cnt):
-    """out[w:w+u] = the sorted distinct values of raw[:m] (uint32 hashes); returns u.
-    cnt: int64 scratch of at least min(2m, 2^16) + 1 values.
+def heapsort(a, lo, hi, b):
+    """Sorts a[lo:hi] in place, by (a, b) where b is given (b[lo:hi] moved alongside; b
+    empty: a alone). The fallback of the sorts here and in lsh.py: linear memory, never
+    quadratic, and it compiles in a fraction of the time numba's own sorts take."""
+    pair = b.shape[0] > 0
+    n = hi - lo
+    for start in range(n // 2 - 1, -1, -1):
+        _sift(a, b, pair, lo, start, n)
+    for end in range(n - 1, 0, -1):
+        a[lo], a[lo + end] = a[lo + end], a[lo]
+        if pair:
+            b[lo], b[lo + end] = b[lo + end], b[lo]
+        _sift(a, b, pair, lo, 0, end)
+
+
+@nb.njit
+def _sift(a, b, pair, lo, root, n):
+    while True:
+        child = 2 * root + 1
+        if child >= n:
+            return
+        c, r = lo + child, lo + root
+        if child + 1 < n and _less(a, b, pair, c, c + 1):
+            child += 1
+            c += 1
+        if not _less(a, b, pair, r, c):
+            return
+        a[r], a[c] = a[c], a[r]
+        if pair:
+            b[r], b[c] = b[c], b[r]
+        root = child
+
+
+@nb.njit
+def _less(a, b, pair, i, j):
+    return a[i] < a[j] or (pair and a[i] == a[j] and b[i] < b[j])
+
+
+@nb.njit
+def _sort(raw, m, out, w, cnt):
+    """out[w:w+m] = raw[:m] (uint32 hashes) sorted. cnt: int64 scratch of at least
+    min(2m, 2^16) + 1 values.
 
     Hashes are uniform in their top bits, so placing them by those (about one per bucket)
     leaves them nearly sorted and an insertion pass finishes in linear time: 4x faster than
     numba's sort. Repeats cost that pass nothing; only many distinct values on the same top
-    bits could make it quadratic, so past MOVES moves per value a comparison sort finishes."""
+    bits could make it quadratic, so past MOVES moves per value a heap sort finishes."""
     if m < 2:
         if m == 1:
             out[w] = raw[0]
-        return m
+        return
     bits = 1
     while (1 << bits) < m and bits < 16:
         bits += 1
@@ -181,8 +220,16 @@ def _sort_unique(raw, m, out, w, cnt):
         out[k + 1] = v
         budget -= j - 1 - k
         if budget < 0:
-            out[w : w + m].sort()
-            break
+            heapsort(out, w, w + m, out[:0])
+            return
+
+
+@nb.njit
+def _sort_unique(raw, m, out, w, cnt):
+    """out[w:w+u] = the sorted distinct values of raw[:m] (_sort); returns u."""
+    _sort(raw, m, out, w, cnt)
+    if m < 2:
+        return m
     u = 1
     for j in range(w + 1, w + m):
         if out[j] != out[w + u - 1]:
@@ -230,23 +277,34 @@ def _sign_row(values, s, e, a, b, row):
         j += 1
 
 
-@nb.njit(parallel=True, cache=True)
 def signatures_kernel(offsets, values, a, b, sig):
     """sig[i] = the MinHash signature of CSR set i under permutations (a, b)."""
-    for i in nb.prange(offsets.shape[0] - 1):
+    on_threads(_signature_rows, offsets.shape[0] - 1, offsets, values, a, b, sig)
+
+
+@nb.njit(nogil=True, cache=True)
+def _signature_rows(lo, hi, offsets, values, a, b, sig):
+    for i in range(lo, hi):
         row = np.empty(a.shape[0], dtype=np.uint32)
         _sign_row(values, offsets[i], offsets[i + 1], a, b, row)
         for p in range(a.shape[0]):  # a loop, not sig[i, :] = row: see shapes/scan.py
             sig[i, p] = row[p]
 
 
-@nb.njit(parallel=True, cache=True)
 def shingle_kernel(data, offs, tags, n, chars, cls, one, chunks, start, out, counts, a, b, sig):
     """Chunk c (items chunks[c] .. chunks[c+1]-1) writes its items' sorted unique shingle
     sets one after another from out[start[c]]; counts[i] = item i's set size. With
-    permutations (a, b non-empty), sig[i] = item i's MinHash signature."""
+    permutations (a, b non-empty), sig[i] = item i's MinHash signature. Chunks on threads."""
+    args = (data, offs, tags, n, chars, cls, one, chunks, start, out, counts, a, b, sig)
+    on_threads(_shingle_chunks, chunks.shape[0] - 1, *args)
+
+
+@nb.njit(nogil=True, cache=True)
+def _shingle_chunks(
+    c0, c1, data, offs, tags, n, chars, cls, one, chunks, start, out, counts, a, b, sig
+):
     nf = tags.shape[0]
-    for c in nb.prange(chunks.shape[0] - 1):
+    for c in range(c0, c1):
         longest = 1  # bytes of the longest field, and of the longest item, in the chunk
         most = 1
         for i in range(chunks[c], chunks[c + 1]):
@@ -388,17 +446,23 @@ def _left(x, nx, y, ny, side, raw, m):
     return m
 
 
-@nb.njit(parallel=True, cache=True)
 def change_kernel(data, offs, tags, n, cls, one, chunks, start, out, counts):
     """change.change_sets' kernel: item i's change set written like shingle_kernel's sets
     (offs[0]: before, offs[1]: after; tags: the span shingles' and the text's field tags)."""
+    args = (data, offs, tags, n, cls, one, chunks, start, out, counts)
+    on_threads(_change_chunks, chunks.shape[0] - 1, *args)
+
+
+@nb.njit(nogil=True, cache=True)
+def _change_chunks(c0, c1, data, offs, tags, n, cls, one, chunks, start, out, counts):
     hs = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[0])))
     ht = _mix_h(np.uint64(0), _mix_k(np.uint64(tags[1])))
-    for c in nb.prange(chunks.shape[0] - 1):
+    for c in range(c0, c1):
         longest = 1
         for i in range(chunks[c], chunks[c + 1]):
             longest = max(longest, offs[0, i + 1] - offs[0, i], offs[1, i + 1] - offs[1, i])
         x, y = np.empty(longest, np.uint32), np.empty(longest, np.uint32)
+        xs, ys = np.empty(longest, np.uint32), np.empty(longest, np.uint32)  # x, y sorted
         tmp = np.empty(longest, np.uint32)
         raw = np.empty(4 * longest, np.uint32)
         cnt = np.empty(min(8 * longest, 1 << 16) + 1, dtype=np.int64)
@@ -424,10 +488,10 @@ def change_kernel(data, offs, tags, n, cls, one, chunks, start, out, counts):
                         x[q] = np.uint32(_mix_k(np.uint64(x[q])))
                     for q in range(ny):
                         y[q] = np.uint32(_mix_k(np.uint64(y[q])))
-                x[:nx].sort()
-                y[:ny].sort()
-                made = _left(x, nx, y, ny, 0, raw, m)
-                made = _left(y, ny, x, nx, 1, raw, made)
+                _sort(x, nx, xs, 0, cnt)
+                _sort(y, ny, ys, 0, cnt)
+                made = _left(xs, nx, ys, ny, 0, raw, m)
+                made = _left(ys, ny, xs, nx, 1, raw, made)
                 if made > m:
                     m = made
                     break

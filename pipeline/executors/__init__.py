@@ -72,9 +72,8 @@ def in_order(
     depth: int,
 ) -> Iterator[Any]:
     """work(prepare(x)) for x in items, in order: prepare in this thread, work in the pool, at
-    most `depth` prepared inputs waiting. prepare may run numba's parallel kernels (reading a
-    band, making signatures), which must not be launched from two threads at once (numba's
-    workqueue layer aborts); work runs nogil kernels."""
+    most `depth` prepared inputs waiting. prepare may spread a kernel over threads itself
+    (jit.on_threads: reading a band, making signatures); work runs nogil kernels."""
     pending: deque[Future[Any]] = deque()
     for x in items:
         pending.append(ex.submit(work, prepare(x)))
