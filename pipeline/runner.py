@@ -281,11 +281,16 @@ class CompileAhead:
         if not cold:
             return
         payload = cfg.model_dump_json().encode()
+        # this process's copy of the package first: a warm-up compiles the code that will run
+        path = os.pathsep.join(filter(None, [str(PKG.parent), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
         for stage in cold:
             for ref in stage.warm:
                 log = tempfile.TemporaryFile()
                 cmd = [sys.executable, "-m", "pipeline.jit", str(ref)]
-                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log)
+                proc = subprocess.Popen(
+                    cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env
+                )
                 assert proc.stdin is not None
                 proc.stdin.write(payload)
                 proc.stdin.close()
