@@ -1,4 +1,5 @@
-"""Where the project's numba kernels are cached, and whether a stage's are compiled yet.
+"""The project's numba kernels: where they are cached, whether a stage's are compiled yet,
+compiling them ahead of a run's stages, and running them on threads (on_threads).
 
 Compiling dedup's and shapes' kernels takes about half a minute (each kernel once, for its
 arguments' plain types: _compile_unliteral). numba's own cache sits beside each
