@@ -209,11 +209,11 @@ class Pipeline:
         cfg = self.config
         results: list[StageResult] = []
         t0 = time.time()
-        # what the config names (rules, benchmarks, earlier runs) is checked before the first
-        # stage runs, by the later stages' keys, kept for their runs (the first's key runs
-        # first anyway, and hashes the inputs)
         ahead = CompileAhead(todo, cfg)  # first, so that it overlaps all of what follows
         try:
+            # what the config names (rules, benchmarks, earlier runs) is checked before the
+            # first stage runs, by the later stages' keys, kept for their runs (the first's
+            # key runs first anyway, and hashes the inputs)
             keys = {s.name: stage_key(s, cfg) for s in todo[1:]}
             with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
                 write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())

@@ -157,7 +157,9 @@ def on_threads(kernel: Callable[..., None], n: int, *args: Any) -> None:
     slow range holds one thread only) on numba's number of threads: for serial kernels that
     release the GIL (nogil=True). numba's parallel loops (prange) do the same, but compiling
     them took 3.5 s more of every first run, and two threads must not start them at once."""
-    threads = min(nb_threads(), n)
+    import numba
+
+    threads = min(numba.get_num_threads(), n)
     if threads <= 1:
         if n > 0:
             kernel(0, n, *args)
@@ -167,12 +169,6 @@ def on_threads(kernel: Callable[..., None], n: int, *args: Any) -> None:
     with ThreadPoolExecutor(threads) as ex:
         for _ in ex.map(lambda k: kernel(bounds[k], bounds[k + 1], *args), range(parts)):
             pass
-
-
-def nb_threads() -> int:
-    import numba
-
-    return int(numba.get_num_threads())
 
 
 def warm_items() -> pa.Table:

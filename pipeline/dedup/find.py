@@ -34,6 +34,7 @@ from pipeline.dedup.scan import (
     needed_columns,
     rank_columns,
     rank_order,
+    rows_schema,
     scan,
 )
 from pipeline.dedup.store import Store, release
@@ -406,13 +407,12 @@ def warm(cfg: Config) -> None:
     if d.checks_change:
         table["change"] = shingles
     h = np.array([0, 1, 2, 2, 4, 5], dtype=np.uint64)
+    schema = rows_schema(d)
     rows = pl.DataFrame(
-        {"id": [f"{k:024x}" for k in range(len(sets))], "_blank": [False] * len(sets)}
-        | {f"_rank{i}": [0] * len(sets) for i in range(len(d.keeper))}
+        {c: [0] * len(sets) for c in schema if c.startswith("_rank")}
+        | {"id": [f"{k:024x}" for k in range(len(sets))], "_blank": [False] * len(sets)}
         | {"_h0": h, "_h1": h},
-        schema={"id": pl.String, "_blank": pl.Boolean}
-        | {f"_rank{i}": pl.Int32 for i in range(len(d.keeper))}
-        | {"_h0": pl.UInt64, "_h1": pl.UInt64},
+        schema=schema,
     )
     ties = pl.DataFrame({"source": ["warm"] * len(sets), "source_ref": list("abcdef")})
     with tempfile.TemporaryDirectory(prefix="dedup-warm-") as tmp:

@@ -168,12 +168,18 @@ def collect(
     store.seal()
     release()
     if not frames:
-        return pl.DataFrame(
-            schema={"id": pl.String}
-            | {f"_rank{i}": pl.Int32 for i in range(len(d.keeper))}
-            | {"_blank": pl.Boolean, "_h0": pl.UInt64, "_h1": pl.UInt64}
-        )
+        return pl.DataFrame(schema=rows_schema(d))
     return pl.concat(frames, rechunk=True)
+
+
+def rows_schema(d: DedupConfig) -> dict[str, pl.DataType]:
+    """The columns of scan_batch's `rows`, and their types."""
+    ranks: dict[str, pl.DataType] = {f"_rank{i}": pl.Int32() for i in range(len(d.keeper))}
+    return (
+        {"id": pl.String()}
+        | ranks
+        | {"_blank": pl.Boolean(), "_h0": pl.UInt64(), "_h1": pl.UInt64()}
+    )
 
 
 def _csr(sets: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
