@@ -440,9 +440,54 @@ CAUGHT = [
     ),
     (
         dict(
+            path="README.md",
+            before="  .refine(data => data.password === data.confirm, {",
+            after="  .refine((data) => data.password === data.confirm, {",
+            repo="acme/schemakit",
+            language="markdown",
+        ),
+        "format_only",
+        "",
+    ),
+    (
+        dict(
             before='export type input<T> = (typeof T)["_input"];',
             after='export type input<T> = typeof T["_input"];',
             **TS,
+        ),
+        "format_only",
+        "",
+    ),
+    # a comment rewrapped, its words breaking at other lines: Javadoc, Rust doc comments, Go
+    (
+        dict(
+            path="src/main/java/com/acme/codepoet/JavaFile.java",
+            comment="Add writeTo methods returning Path",
+            before="   * Writes this to {@code directory} with the provided {@code charset}\n"
+            "   * using the standard directory structure.",
+            after="   * Writes this to {@code directory} with the provided {@code charset} using"
+            " the\n   * standard directory structure.",
+            **JAVA,
+        ),
+        "format_only",
+        "where a comment's lines break",
+    ),
+    (
+        dict(
+            path="src/walk.rs",
+            before="    /// Walks the tree below `root`, skipping\n    /// ignored entries.",
+            after="    /// Walks the tree below `root`,\n    /// skipping ignored entries.",
+            **RUST,
+        ),
+        "format_only",
+        "",
+    ),
+    (
+        dict(
+            path="route.go",
+            before="// Match attempts to match the given request against the\n// router's routes.",
+            after="// Match attempts to match the given request\n// against the router's routes.",
+            **GO,
         ),
         "format_only",
         "",
@@ -609,6 +654,29 @@ CAUGHT += [  # a package's own version bumped in a commit about something else
     ),
 ]
 KEPT = [
+    # a comment whose words change, a bullet list in Markdown whose items change, and a comment
+    # turned into code are edits, not a rewrap
+    dict(
+        path="src/main/java/com/acme/codepoet/JavaFile.java",
+        before="   * Writes this to {@code directory}\n   * with the given charset.",
+        after="   * Writes this to {@code directory}\n   * with the provided charset.",
+        **JAVA,
+    ),
+    dict(
+        path="docs/routing.md",
+        before="* Add a router\n* and a matcher",
+        after="* Add a router and\n* a matcher",
+        repo="acme/muxer",
+        language="markdown",
+    ),
+    dict(path="route.go", before="// Match(req)", after="Match(req)", **GO),
+    # a doc comment made a plain one (rustdoc's unused_doc_comments warning) changes its marker
+    dict(
+        path="src/filter/size.rs",
+        before="    /// Parsing tests data. Ensure that each\n    /// type gets interpreted.",
+        after="    // Parsing tests data. Ensure that each\n    // type gets interpreted.",
+        **RUST,
+    ),
     # a hand-written file in a folder named dist (or build) stays: no banner, no wrapper, not the
     # project's own bundle
     dict(path="src/dist/index.ts", after="export { parse } from './parse';\n", **ADDED, **TS),

@@ -27,8 +27,9 @@ BLANK_RE = r"^\s*$"  # empty or whitespace only (Python: re.fullmatch(r"\s*", te
 FORMAT_STRIP_RE = r"[\s,]+"
 # ... and in JavaScript and TypeScript, what prettier's options change besides: a lone arrow
 # function parameter's parentheses (arrowParens), those around `typeof X`, and a semicolon
-# ending a line (semi); each (regex, what its match becomes, $1 being its first group)
-JS_FORMAT_LANGUAGES = ("javascript", "typescript")
+# ending a line (semi); each (regex, what its match becomes, $1 being its first group). In
+# Markdown too: prettier formats the code blocks of a README as it formats the code.
+JS_FORMAT_LANGUAGES = ("javascript", "typescript", "markdown")
 JS_FORMAT_RES = (
     (r"\(\s*([A-Za-z_$][\w$]*)\s*\)\s*=>", "$1=>"),
     (r"\(\s*(typeof\s+[A-Za-z_$][\w$.]*)\s*\)", "$1"),
@@ -42,6 +43,9 @@ IMPORT_LINE_RE = (
     r"|[(){}];?)[ \t]*$"
 )
 IMPORT_KEYWORD_RE = r"(?m)^[ \t]*" + _IMPORT_WORD + r"[ \t]"  # the hunk is in an import block
+# ... or a comment rewrapped (a Javadoc or `//`, `#`, `--` comment whose words now break at
+# other lines): both sides only comment lines, equal once each line's leading marker is removed
+COMMENT_MARK_RE = r"(?m)^[ \t]*(?:/\*+|\*+/|\*|//[/!]?|#|--)"
 # minified: what is counted in a long line (spaces and tabs; symbols: neither a word character nor
 # a space; the statement separators ; and } are counted each on its own)
 MINIFIED_SPACE_RE = r"[ \t]"

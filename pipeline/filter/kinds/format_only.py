@@ -1,7 +1,11 @@
 """format_only: not whitespace_only, but equal once whitespace and commas are removed and ' is
-read as " (in JavaScript and TypeScript also a lone arrow parameter's parentheses, those around
-`typeof X` and a semicolon ending a line: prettier's options), or both sides are only import
-lines with the same words (an import sorter's edit, Rust's `use` lists included)."""
+read as " (in JavaScript, TypeScript and Markdown's code blocks also a lone arrow parameter's
+parentheses, those around `typeof X` and a semicolon ending a line: prettier's options), or
+both sides are only import lines with the same words (an import sorter's edit, Rust's `use`
+lists included), or both are only comment lines that read the same once their leading markers
+(`*`, `//`, `#`, `--`) are removed too, with the same markers on both sides (a comment
+rewrapped: a Javadoc paragraph broken at other words; not in prose, where those markers start
+list items and headings)."""
 
 from __future__ import annotations
 
@@ -13,12 +17,15 @@ from pipeline.filter.kinds.common import same_but_whitespace, text
 from pipeline.filter.kinds.contract import Found, Row, Rule
 from pipeline.filter.regex import (
     BLANK_RE,
+    COMMENT_MARK_RE,
     FORMAT_STRIP_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
     JS_FORMAT_LANGUAGES,
     JS_FORMAT_RES,
+    NONBLANK_LINE_RE,
 )
+from pipeline.schema import PROSE_LANGUAGES
 
 _SIDES = ("before", "after", "context")
 
@@ -53,7 +60,31 @@ def _hit(s: pl.Series) -> pl.Series:
         return side.str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
 
     reordered = pl.col("_c") & (words("before") == words("after"))
-    return df.select(((norm("before") == norm("after")) | reordered).alias("hit")).to_series()
+
+    def comment_only(f: str) -> pl.Expr:
+        marks = pl.col(f).str.count_matches(COMMENT_MARK_RE)
+        return (marks > 0) & (marks == pl.col(f).str.count_matches(NONBLANK_LINE_RE))
+
+    def unmarked(f: str) -> pl.Expr:
+        kept = pl.when(pl.col("_r")).then(pl.col(f)).otherwise(pl.lit(""))
+        return kept.str.replace_all(COMMENT_MARK_RE, "").str.replace_all(FORMAT_STRIP_RE, "")
+
+    # not in prose, where `*` and `#` start list items and headings, not comment lines
+    code = ~pl.col("language").fill_null("").is_in(list(PROSE_LANGUAGES))
+
+    def markers(f: str) -> pl.Expr:  # which markers: `///` -> `//` is an edit, not a rewrap
+        kept = pl.when(pl.col("_r")).then(pl.col(f)).otherwise(pl.lit(""))
+        found = kept.str.extract_all(COMMENT_MARK_RE)
+        return found.list.eval(pl.element().str.strip_chars(" \t")).list.unique().list.sort()
+
+    df = df.with_columns((code & comment_only("before") & comment_only("after")).alias("_r"))
+    rewrapped = (
+        pl.col("_r")
+        & (unmarked("before") == unmarked("after"))
+        & (markers("before") == markers("after"))
+    )
+    hit = (norm("before") == norm("after")) | reordered | rewrapped
+    return df.select(hit.alias("hit")).to_series()
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
@@ -65,7 +96,7 @@ def hit(rule: Rule, found: Found) -> pl.Expr:
 def reason(rule: Rule, found: Found) -> pl.Expr:
     return pl.lit(
         "before and after differ only in formatting (commas, quote style, optional "
-        "parentheses or semicolons) or import order"
+        "parentheses or semicolons), import order or where a comment's lines break"
     )
 
 
@@ -83,6 +114,16 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     def words(f: str) -> list[str]:
         return sorted(re.findall(r"\w+", row.txt(f)))
 
+    def comment_only(f: str) -> bool:
+        marks = len(re.findall(COMMENT_MARK_RE, row.txt(f)))
+        return 0 < marks == len(re.findall(NONBLANK_LINE_RE, row.txt(f)))
+
+    def unmarked(f: str) -> str:
+        return re.sub(FORMAT_STRIP_RE, "", re.sub(COMMENT_MARK_RE, "", row.txt(f)))
+
+    def markers(f: str) -> list[str]:
+        return sorted({m.strip(" \t") for m in re.findall(COMMENT_MARK_RE, row.txt(f))})
+
     return row.nows("before") != row.nows("after") and (
         fmt("before") == fmt("after")
         or (
@@ -90,6 +131,13 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
             and imports("before")
             and imports("after")
             and words("before") == words("after")
+        )
+        or (
+            (row.get("language") or "") not in PROSE_LANGUAGES
+            and comment_only("before")
+            and comment_only("after")
+            and unmarked("before") == unmarked("after")
+            and markers("before") == markers("after")
         )
     )
 
