@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.config import SourceConfig
-from pipeline.ingest.base import IngestContext, Record, RecordError
+from pipeline.ingest.base import IngestContext, Record, RecordError, one_by_one
 
 ROOT = Path(__file__).resolve().parents[1]
 # The real corpora are not part of the repository: their folder is named by this variable,
@@ -37,7 +37,9 @@ SHARED_DATA = shared_data()
 def read_source(module, path: Path, **spec_kw) -> list[Record | RecordError]:
     kind = spec_kw.pop("kind", "table")
     ctx = spec_kw.pop("ctx", None) or IngestContext()
-    return list(module.read(SourceConfig(kind=kind, path=str(path), **spec_kw), path, ctx))
+    return list(
+        one_by_one(module.read(SourceConfig(kind=kind, path=str(path), **spec_kw), path, ctx))
+    )
 
 
 def toml_config(tmp_path: Path, sources: str, name: str = "t") -> Path:

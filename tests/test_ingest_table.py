@@ -5,7 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.ingest.base import IngestContext, Record, RecordError
+from pipeline.config import SourceConfig
+from pipeline.ingest.base import IngestContext, Items, Record, RecordError
 from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.sources import table
 from tests.conftest import read_source
@@ -241,3 +242,96 @@ def test_line_counts_of_two_distant_edits_leave_out_the_lines_between():
     assert changed_counts(before, after) == (2, 3)
     assert changed_counts("x\ny\n", "y\nx\n") == (1, 1)  # a move: one line out, one in
     assert changed_counts("a\nb", "a\nb\n") == (1, 1)  # the end-of-file newline, as git
+
+
+# --- clean JSON lines a block at a time: the same records as line by line ------------------
+
+ODD_LINES = [
+    {"before": "a", "after": "b", "comment": "c", "repo": "o/r", "commit": "abc"},  # an alias
+    {"before": "x\ny\n", "after": "x\nz", "repo": 7, "path": " src/a.py "},  # a number as repo
+    {"before": "a", "after": "b", "timestamp": 1_700_000_000_123, "author": "dependabot[bot]"},
+    {"before": "a", "after": "b", "created_at": "2024-01-02T03:04:05+02:00", "language": "Go"},
+    {"before": "a", "after": "b", "lines_removed": 3, "lines_added": "4", "author_is_bot": 0},
+    {"before": ["l1", "l2"], "after": "l1", "user": {"login": "ann"}},  # a list of lines
+    {"before": 5, "after": "b"},  # wrong type: an error record
+    {"after": "b"},  # missing before: an error record (required)
+    {"before": "a", "after": "b", "created_at": 1e30},  # out of range: a field problem
+    {"before": "a", "after": "b", "before": "dup"},  # noqa: F601  (a repeated key: the last wins)
+]
+ODD_RAW = [
+    "",  # blank
+    "[1, 2]",  # not an object
+    '{"before": "a", "after": "\\ud800"}',  # a lone surrogate
+    '{"before": "a" "after": "b"}',  # malformed
+    '{"before": "a", "after": "b"}\r',  # CRLF ending
+]
+
+
+def _lines_file(path, rows: list[str]) -> None:
+    path.write_text("".join(r + "\n" for r in rows))
+
+
+def _read_both(path, monkeypatch, **spec):
+    from pipeline.ingest import jsonio
+
+    def ctx() -> IngestContext:
+        return IngestContext(room=lambda: 8)  # blocks of 8 lines: some clean, some not
+
+    fast = read_source(table, path, ctx=ctx(), **spec)
+    whole = table.read(SourceConfig(kind="table", path=str(path), **spec), path, ctx())
+    assert any(isinstance(r, Items) for r in whole)  # blocks were read whole
+    monkeypatch.setattr(jsonio, "_objects", lambda lines, limit: None)
+    slow = read_source(table, path, ctx=ctx(), **spec)
+    return fast, slow
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_blocks_of_clean_lines_give_the_records_line_by_line_gives(tmp_path, monkeypatch, gz):
+    import random
+
+    rnd = random.Random(5)
+    clean = [
+        json.dumps({"before": f"v{i}", "after": f"w{i}", "comment": "c", "path": f" p{i}.ts"})
+        for i in range(40)
+    ]
+    odd = [json.dumps(o) for o in ODD_LINES] + ODD_RAW
+    rows = clean + [rnd.choice(odd) for _ in range(30)] + clean
+    rnd.shuffle(rows)
+    rows = clean + rows  # a clean block first
+    p = tmp_path / "d.jsonl"
+    _lines_file(p, rows)
+    if gz:
+        p = tmp_path / "d.jsonl.gz"
+        p.write_bytes(gzip.compress((tmp_path / "d.jsonl").read_bytes()))
+    spec = dict(defaults={"comment": "none given"}, transforms={"path": "strip"})
+    fast, slow = _read_both(p, monkeypatch, **spec)
+    assert [repr(r) for r in fast] == [repr(r) for r in slow]
+    assert any(isinstance(r, RecordError) for r in slow) and len(slow) == len(rows) - rows.count("")
+
+
+def test_a_piece_read_in_blocks_writes_the_batches_a_record_at_a_time_writes(tmp_path):
+    from pipeline.ingest import jsonio, shards
+    from pipeline.ingest.shards import Params
+
+    rows = [json.dumps({"before": f"v{i}", "after": f"w{i}"}) for i in range(25)]
+    rows[7], rows[13] = "{bad", ""
+    p = tmp_path / "d.jsonl"
+    _lines_file(p, rows)
+    params = Params(max_record_bytes=1 << 20, batch_size=4, bot_patterns=())
+    spec = SourceConfig(kind="table", path=str(p))
+
+    def batches() -> list[tuple[int, int]]:
+        out = shards.read_piece(("d", spec, p, None), params)
+        sizes = []
+        for outs, _ in out:
+            sizes.append(tuple(b.num_rows for b in outs.values()))
+        return sizes
+
+    fast = batches()
+    real = jsonio._objects
+    try:
+        jsonio._objects = lambda lines, limit: None
+        slow = batches()
+    finally:
+        jsonio._objects = real
+    assert fast == slow and (4,) in fast

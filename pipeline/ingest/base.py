@@ -7,6 +7,8 @@ record (a JSON line, a CSV row, a git hunk, a review comment) yields exactly one
   runs of a hunk), or
 - `RecordError(ref, raw, reason, severity)`: a malformed record (`error`) or a well-formed one
   that holds no edit (`skip`: a comment without a suggestion, a binary file change ...).
+- `Items(refs, fields)`: many records of one item each, field by field (a block of clean JSON
+  lines read at once: no per-record step; `records()` gives them one by one).
 
 So ingest can account for every input record: it is in items.parquet or errors.parquet.
 Sources never compute ids or language; the batcher does, once, for all of them. A record whose
@@ -18,9 +20,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -68,6 +71,29 @@ class Record:
 
 
 @dataclass(slots=True)
+class Items:
+    """Records of one item each, read field by field (mapping.Mapper.columns): `refs[k]` is
+    record k's ref, `fields[name][k]` its item's value of RawItem field `name` (every field)."""
+
+    refs: list[str]
+    fields: dict[str, list[Any]]
+
+    def records(self) -> Iterator[Record]:
+        """The same records one by one, as a reader yields them without Items."""
+        for k, ref in enumerate(self.refs):
+            yield Record(ref, [RawItem(**{f: v[k] for f, v in self.fields.items()})])
+
+
+def one_by_one(recs: Iterable[Record | RecordError | Items]) -> Iterator[Record | RecordError]:
+    """A reader's records with each Items given record by record."""
+    for rec in recs:
+        if isinstance(rec, Items):
+            yield from rec.records()
+        else:
+            yield rec
+
+
+@dataclass(slots=True)
 class RecordError:
     ref: str
     raw: str | bytes
@@ -110,6 +136,10 @@ class IngestContext:
     advance: Callable[[int], None] = lambda n: None  # progress in the source's own unit
     set_total: Callable[[int | None], None] = lambda n: None
     warn: Callable[[str], None] = lambda msg: None  # a problem with the whole source, once
+    # How many more records the consumer takes before it writes a batch: a reader that reads
+    # records a block at a time (jsonio's Blocks) reads that many, so batches end where they
+    # would one record at a time.
+    room: Callable[[], int] = lambda: 10_000
     # Read only this piece of the source (shards.py), and hand the field mapping's state to
     # `fields_seen` instead of checking it: the stage checks it over every piece.
     shard: Any = None
@@ -143,6 +173,8 @@ def changed_counts(before: str, after: str) -> tuple[int, int]:
     it is the edit, not the file's length, nor the lines between two distant edits."""
     if before == after:
         return 0, 0
+    if "\n" not in before and "\n" not in after:  # one line at most each, and they differ
+        return (1 if before else 0), (1 if after else 0)
     a, b = _lines(before), _lines(after)
     head = 0
     for la, lb in zip(a, b, strict=False):
@@ -162,10 +194,28 @@ def changed_counts(before: str, after: str) -> tuple[int, int]:
 
 
 def _lines(text: str) -> list[str]:
-    """The lines count_lines counts, each with its newline (the last may have none)."""
+    """The lines count_lines counts, as keys that compare as the lines do (each with its
+    newline): a line ending in a newline is its text, the last line without one is its text
+    and a newline (no line's text holds one), so no line is copied to compare it."""
     lines = text.split("\n")
     last = lines.pop()  # "" when the text ends with a newline: no line there
-    return [x + "\n" for x in lines] + ([last] if last else [])
+    if last:
+        lines.append(last + "\n")
+    return lines
+
+
+def _counts(removed: int | None, added: int | None, before: str, after: str) -> tuple[int, int]:
+    """(removed, added) lines: the input's own counts where it has them, else changed_counts."""
+    if removed is None or added is None:
+        r, a = changed_counts(before, after)
+        return (r if removed is None else removed), (a if added is None else added)
+    return removed, added
+
+
+@lru_cache(maxsize=65_536)
+def _language(given: str, path: str) -> str:
+    """The language a source gave (its name normalised), else the path's."""
+    return normalise_language(given) if given else language_from_path(path)
 
 
 def to_utc(value: datetime | None) -> datetime | None:
@@ -199,8 +249,12 @@ class Batcher:
         self.secrets: dict[str, int] = {}  # rule -> secrets masked (items and errors)
         self._refs: list[str] = []  # the pending items' records, in order
         self._record_of: list[int] = []  # each pending item's record (an index in _refs)
+        self._bots: dict[str | None, bool] = {}  # author -> is_bot, for _bot
 
-    def add(self, rec: Record | RecordError) -> None:
+    def add(self, rec: Record | RecordError | Items) -> None:
+        if isinstance(rec, Items):
+            self._add_items(rec)
+            return
         self.records += 1
         if isinstance(rec, RecordError):
             self._add_error(rec)
@@ -245,24 +299,53 @@ class Batcher:
         c["repo"].append(it.repo)
         c["change"].append(it.change)
         c["path"].append(it.path)
-        lang = normalise_language(it.language) if it.language else language_from_path(it.path)
-        c["language"].append(lang)
+        c["language"].append(_language(it.language, it.path))
         c["before"].append(it.before)
         c["after"].append(it.after)
         c["context"].append(it.context)
         c["comment"].append(it.comment)
         c["author"].append(it.author)
-        bot = it.author_is_bot if it.author_is_bot is not None else self.ctx.is_bot(it.author)
-        c["author_is_bot"].append(bool(bot))
-        removed, added = it.lines_removed, it.lines_added
-        if removed is None or added is None:  # the input's own counts win where it has them
-            r, a = changed_counts(it.before, it.after)
-            removed = r if removed is None else removed
-            added = a if added is None else added
+        c["author_is_bot"].append(self._bot(it.author_is_bot, it.author))
+        removed, added = _counts(it.lines_removed, it.lines_added, it.before, it.after)
         c["lines_removed"].append(removed)
         c["lines_added"].append(added)
         c["created_at"].append(to_utc(it.created_at))
         self.items += 1
+
+    def _add_items(self, rec: Items) -> None:
+        """What add() does for each of the records, a field at a time."""
+        n = len(rec.refs)
+        f, c = rec.fields, self._items
+        ids = map(item_id, f["repo"], f["change"], f["path"], f["before"], f["after"], f["comment"])
+        c["id"].extend(ids)
+        c["source"].extend([self.source] * n)
+        c["source_ref"].extend(rec.refs)
+        for name in ("repo", "change", "path", "before", "after", "context", "comment", "author"):
+            c[name].extend(f[name])
+        c["language"].extend(map(_language, f["language"], f["path"]))
+        c["author_is_bot"].extend(map(self._bot, f["author_is_bot"], f["author"]))
+        counts = map(_counts, f["lines_removed"], f["lines_added"], f["before"], f["after"])
+        for removed, added in counts:
+            c["lines_removed"].append(removed)
+            c["lines_added"].append(added)
+        c["created_at"].extend(map(to_utc, f["created_at"]))
+        first = len(self._refs)
+        self._refs.extend(rec.refs)
+        self._record_of.extend(range(first, first + n))
+        self.records += n
+        self.items += n
+
+    def _bot(self, flag: bool | None, author: str | None) -> bool:
+        """The input's own flag, else whether the author matches the bot patterns (each name
+        decided once: a corpus has far fewer authors than items)."""
+        if flag is not None:
+            return bool(flag)
+        bot = self._bots.get(author)
+        if bot is None:
+            if len(self._bots) >= 65_536:
+                self._bots.clear()
+            bot = self._bots[author] = self.ctx.is_bot(author)
+        return bot
 
     @property
     def pending(self) -> int:
@@ -332,4 +415,4 @@ def _reason_key(reason: str) -> str:
     return reason.split(":", 1)[0].strip()
 
 
-Reader = Callable[..., Iterator[Record | RecordError]]
+Reader = Callable[..., Iterator[Record | RecordError | Items]]

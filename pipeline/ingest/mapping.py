@@ -8,8 +8,10 @@ Transforms are a closed set of pure functions chosen by name: nothing in a confi
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import islice
 from typing import Any
@@ -49,6 +51,20 @@ ALIASES = {
     ),
     "created_at": ("timestamp", "created", "date"),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    reason: str  # why the record is an error record
+
+
+@dataclass(frozen=True, slots=True)
+class _Problem:
+    reason: str  # the lenient field left null, and why ("created_at out of range")
+
+
+# A RawItem field's value where the mapping leaves it unset
+_UNSET = {f.name: f.default for f in dataclasses.fields(RawItem)}
 
 
 class OutOfRange(ValueError):
@@ -198,31 +214,71 @@ class Mapper:
             self._note_fields(obj)
         values: dict[str, Any] = {}
         problems: list[str] = []
-        for name, src, required, default, has_default, tf, is_text, aliases in self.plan:
-            v = obj.get(src, _MISSING)
-            if v is _MISSING and "." in src:
-                v = lookup(obj, src)
-            if aliases and (v is _MISSING or v is None):
-                v, src = _alias(obj, aliases, is_text, src)
-            if is_text and type(v) is str and (v or not has_default):
-                values[name] = tf(v) if tf else v  # the common case, kept cheap
-                continue
-            if v is _MISSING or v is None or (v == "" and has_default):
-                if required:
-                    how = f" (input field {src!r})" if src != name else ""
-                    return RecordError(ref, _raw(obj), f"missing field: {name}{how}")
-                if default is _MISSING:
-                    continue
-                v = default
-            try:
-                values[name] = _convert(name, v, self.spec)
-            except (TypeError, ValueError, OverflowError) as e:
-                if name in LENIENT and not required:
-                    how = "out of range" if isinstance(e, OutOfRange) else "unparseable"
-                    problems.append(f"{name} {how}")
-                    continue
-                return RecordError(ref, _raw(obj), f"wrong type: {name} (input field {src!r}) {e}")
+        for entry in self.plan:
+            v = self._field(entry, obj)
+            if type(v) is _Refused:
+                return RecordError(ref, _raw(obj), v.reason)
+            if type(v) is _Problem:
+                problems.append(v.reason)
+            elif v is not _MISSING:
+                values[entry[0]] = v
         return Record(ref, [RawItem(**values)], problems)
+
+    def _field(self, entry: tuple, obj: dict[str, Any]) -> Any:
+        """One item field of `obj` by its plan entry: the value, _MISSING (left unset), or why
+        not: _Refused (the record is an error) or _Problem (a lenient field left null)."""
+        name, src, required, default, has_default, tf, is_text, aliases = entry
+        v = obj.get(src, _MISSING)
+        if v is _MISSING and "." in src:
+            v = lookup(obj, src)
+        if aliases and (v is _MISSING or v is None):
+            v, src = _alias(obj, aliases, is_text, src)
+        if is_text and type(v) is str and (v or not has_default):
+            return tf(v) if tf else v  # the common case, kept cheap
+        if v is _MISSING or v is None or (v == "" and has_default):
+            if required:
+                how = f" (input field {src!r})" if src != name else ""
+                return _Refused(f"missing field: {name}{how}")
+            if default is _MISSING:
+                return _MISSING
+            v = default
+        try:
+            return _convert(name, v, self.spec)
+        except (TypeError, ValueError, OverflowError) as e:
+            if name in LENIENT and not required:
+                how = "out of range" if isinstance(e, OutOfRange) else "unparseable"
+                return _Problem(f"{name} {how}")
+            return _Refused(f"wrong type: {name} (input field {src!r}) {e}")
+
+    def columns(self, objs: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+        """The items of `objs` (objects, one item each) field by field, every RawItem field:
+        what __call__ gives each, or None when one of them is an error or has a problem
+        (then __call__ maps them one by one, and says so). A text field that every object has
+        as a string is taken whole, one that none has is one value; others go value by value."""
+        out: dict[str, list[Any]] = {}
+        for entry in self.plan:
+            name, src, _, _, has_default, tf, is_text, aliases = entry
+            vals = [o.get(src, _MISSING) for o in objs]
+            if is_text and all(type(v) is str for v in vals) and (not has_default or all(vals)):
+                out[name] = list(map(tf, vals)) if tf else vals
+                continue
+            if (
+                "." not in src
+                and all(v is _MISSING or v is None for v in vals)
+                and not any(a in o for a in aliases for o in objs)
+            ):  # no object has the field or an alias of it: one value for all
+                got = [self._field(entry, {})] * len(objs)
+            else:
+                got = [self._field(entry, o) for o in objs]
+            if any(type(v) is _Refused or type(v) is _Problem for v in got):
+                return None
+            unset = _UNSET[name]
+            out[name] = [unset if v is _MISSING else v for v in got]
+        for o in objs:  # as __call__ counts and notes each
+            self.objects += 1
+            if self.unseen or self.objects <= KEYS_FROM:
+                self._note_fields(o)
+        return out
 
     def _note_fields(self, obj: dict[str, Any]) -> None:
         for name, src in list(self.unseen.items()):

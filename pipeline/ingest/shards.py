@@ -183,6 +183,7 @@ def read_piece(task: tuple[str, SourceConfig, Path, Shard | None], p: Params) ->
         fields_seen=seen,
     )
     batcher = Batcher(name, ctx)
+    ctx.room = lambda: p.batch_size - batcher.pending
 
     def flush() -> tuple[dict[str, Any], dict[str, Any]]:
         outs = {"items.parquet": batcher.take_items(), "errors.parquet": batcher.take_errors()}

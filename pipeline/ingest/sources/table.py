@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.config import SourceConfig
-from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
+from pipeline.ingest.base import IngestContext, Items, Record, RecordError, SourceUnreadable
 from pipeline.ingest.count import count_csv, count_json, count_parquet
 from pipeline.ingest.csvio import iter_csv_records
-from pipeline.ingest.jsonio import iter_json_records, iter_line_range
+from pipeline.ingest.jsonio import Block, Parsed, iter_json_records, iter_line_range
 from pipeline.ingest.mapping import Mapper, mapped_columns
 from pipeline.ingest.opening import (
     check_source_path,
@@ -128,18 +128,36 @@ def _read_shard(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestConte
         return
     if shard.start == 0:
         _warn_binary(path, ctx)
-    for ref, obj, _ in iter_line_range(path, shard.start, shard.end, shard.first, ctx):
-        yield obj if isinstance(obj, RecordError) else mapper(obj, ref)
+    yield from _mapped(
+        mapper, iter_line_range(path, shard.start, shard.end, shard.first, ctx, True)
+    )
 
 
 EMPTY = "empty_source: the file holds no records"
 
 
+def _mapped(
+    mapper: Mapper, records: Iterator[Block | Parsed]
+) -> Iterator[Record | RecordError | Items]:
+    """Each record mapped; a Block of objects whole where every one maps cleanly."""
+    for got in records:
+        if isinstance(got, Block):
+            fields = mapper.columns(got.objs)
+            refs = [f"line {got.first + k}" for k in range(len(got.objs))]
+            if fields is not None:
+                yield Items(refs, fields)
+            else:
+                yield from map(mapper, got.objs, refs)
+            continue
+        ref, obj, _ = got
+        yield obj if isinstance(obj, RecordError) else mapper(obj, ref)
+
+
 def _read_json(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
     seen = False
-    for ref, obj, _ in iter_json_records(path, ctx):
+    for rec in _mapped(mapper, iter_json_records(path, ctx, True)):
         seen = True
-        yield obj if isinstance(obj, RecordError) else mapper(obj, ref)
+        yield rec
     if not seen:  # only blank lines, or an empty array: one skip, so the file is accounted for
         yield RecordError("file", "", EMPTY, "skip")
 
