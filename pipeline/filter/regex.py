@@ -46,6 +46,7 @@ IMPORT_KEYWORD_RE = r"(?m)^[ \t]*" + _IMPORT_WORD + r"[ \t]"  # the hunk is in a
 # ... or a comment rewrapped (a Javadoc or `//`, `#`, `--` comment whose words now break at
 # other lines): both sides only comment lines, equal once each line's leading marker is removed
 COMMENT_MARK_RE = r"(?m)^[ \t]*(?:/\*+|\*+/|\*|//[/!]?|#|--)"
+COMMENT_LEAD_RE = r"^\s*(?:/\*|\*|//|#|--)"  # the first line is one (a cheap first test)
 # minified: what is counted in a long line (spaces and tabs; symbols: neither a word character nor
 # a space; the statement separators ; and } are counted each on its own)
 MINIFIED_SPACE_RE = r"[ \t]"
