@@ -222,3 +222,64 @@ def test_a_headless_key_walk_stays_linear():
     t = time.time()
     masked, _ = mask(many_ends)
     assert time.time() - t < 10 and "A" * 64 not in masked
+
+
+# --- literal screens: the prefilters scan only the rows holding one of a rule's strings -------
+
+
+def _every_prefilter_on_every_row(col: pl.Series, weak: bool) -> dict[int, list[int]]:
+    """What `flagged` found before screens: every rule's Rust prefilter on every row, and on
+    the text with quotes unescaped."""
+    from pipeline.secrets.finding import _RUST_ESCAPED_QUOTE, _rust_prefilters
+
+    pres = _rust_prefilters(weak)
+    t = col.fill_null("")
+    views = [t, t.str.replace_all(_RUST_ESCAPED_QUOTE, "$1")]
+    hits = [
+        pl.DataFrame({"t": v}).select(
+            pl.col("t").str.contains(p).alias(str(k)) for k, p in enumerate(pres)
+        )
+        for v in views
+    ]
+    out: dict[int, list[int]] = {}
+    for row in range(len(t)):
+        ks = [k for k in range(len(pres)) if any(h[row, k] for h in hits)]
+        if ks:
+            out[row] = ks
+    return out
+
+
+def test_screened_prefilters_flag_what_every_prefilter_on_every_row_flags():
+    from pipeline.secrets.finding import flagged
+    from tests import test_secrets_encodings as enc
+
+    texts = [t for t, _ in PLANTED.values()] + [t for t, _ in WEAK.values()] + NOT_SECRETS
+    texts += [t for t, _ in enc.CASES] + [enc.K8S_TLS, enc.DOCKER, enc.SECRET]
+    # case folding: Rust's (?i) reads the long s as s and the Kelvin sign as k
+    texts += ["\u017fecret_access_key = 'x'", "AWS_\u212aEY = 'abc'", "XOX" + "b-12-ab"]
+    texts += [t.replace('"', '\\"') for t in texts]  # quotes escaped, as in a JSON string
+    col = pl.Series(texts)
+    for weak in (False, True):
+        assert flagged(col, weak) == _every_prefilter_on_every_row(col, weak)
+    assert flagged(col)  # the cases hold secrets: a screen that passed no row would fail
+
+
+@pytest.mark.parametrize(
+    ("pattern", "literals", "icase"),
+    [
+        (r"\bgithub_pat_[A-Za-z0-9_]{22,}", ("github_pat_",), False),
+        (r"eyJ[A-Za-z0-9_-]{8,}\.eyJ", (".eyJ",), False),  # the longer of two runs
+        (r"(?:r|s)k_live_[0-9a-zA-Z]{24}", ("rk_live_", "sk_live_"), False),  # each spelling
+        (r"(?i:aws.{0,20}?(?:key|pwd))", ("aws",), True),
+        (r"(?:glpat|gldt)-[A-Za-z0-9_\-]{20,50}", ("gldt-", "glpat-"), False),
+        (r"AC[a-z0-9]{32}", None, False),  # two letters: in too many rows to screen
+        (r"(?:foo)?bar_[0-9]{4}|baz", ("bar_", "baz"), False),  # one of each alternative's
+        (r"[0-9]{4}|baz", None, False),  # an alternative with no string
+        (r"(?:abc)*def", ("def",), False),  # a repeat that may be absent requires nothing
+    ],
+)
+def test_a_prefilter_screen_is_strings_every_match_holds(pattern, literals, icase):
+    from pipeline.secrets.screen import Screen, screen
+
+    got = screen(pattern)
+    assert got == (None if literals is None else Screen(literals, icase))

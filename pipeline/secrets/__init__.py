@@ -55,7 +55,9 @@ special tokens (`"<|endoftext|>"`), git SHAs and other pure-hex digests, SRI has
 
 Speed: each rule has a prefilter regex (a superset); `mask_columns` runs the prefilters
 vectorised over a whole Arrow batch (as Rust regexes that match wherever Python's do:
-`rust_superset`) and calls the Python rules only on the rows they flag. The views are
+`rust_superset`) and calls the Python rules only on the rows they flag. A prefilter with a
+literal screen (strings one of which each match holds: `github_pat_`, `-----BEGIN`) scans
+only the rows that hold one, all screens' strings found in one pass. The views are
 triggered the same way (the `encoded` and `continued` rules find nothing themselves: their
 prefilters flag the rows where a view may find more; a row they did not flag skips the views).
 
@@ -66,6 +68,7 @@ The modules, each imported by name (this package re-exports nothing):
 - detectors: detect-secrets' patterns as rules
 - places: where a value sits (a test fixture's or a doc's path, source code, a comment)
 - rust: a rule's prefilter as the Rust regex polars runs
+- screen: a prefilter's literal screen, and the rows of a column that pass the screens
 - finding: the rule set in order, the vectorised prefilter scan, `find` and `suspects`
   (WEAK findings, and the filter's per-row column of them)
 - masking: `mask`, `mask_head`, `shown`, `mask_columns`

@@ -32,6 +32,7 @@ from pipeline.secrets.rules import (
     token_format_rules,
 )
 from pipeline.secrets.rust import rust_superset
+from pipeline.secrets.screen import Screen, passed, screen
 
 
 @lru_cache(maxsize=1)
@@ -83,23 +84,47 @@ _RUST_ESCAPED_QUOTE = r"""\\+(["'])"""
 
 def flagged(col: pl.Series, weak: bool = False) -> dict[int, list[int]]:
     """row -> the rules (of rules(), or weak_rules()) whose prefilter matches it (or its text
-    with quotes unescaped), vectorised (one Rust scan per rule)."""
+    with quotes unescaped), vectorised: a rule with a literal screen (screen.py) is scanned
+    only on the rows holding one of its strings (all such rules' strings found in one pass),
+    any other rule on every row (one Rust scan each)."""
     df = pl.DataFrame({"t": col.fill_null("")})
     pres = _rust_prefilters(weak)
-    exprs = [pl.col("t").str.contains(p).alias(str(k)) for k, p in enumerate(pres)]
-    hits = df.select(exprs)
-    any_hit = hits.select(pl.any_horizontal(pl.all())).to_series().arg_true()
+    screens = _screens(weak)
     out: dict[int, list[int]] = {}
-    for row, flags in zip(any_hit.to_list(), hits[any_hit].iter_rows(), strict=True):
-        out[row] = [k for k, f in enumerate(flags) if f]
+    full = [k for k, sc in enumerate(screens) if sc is None]
+    _note(out, df, pres, full, None)
+    screened = [k for k, sc in enumerate(screens) if sc is not None]
+    rows = passed(df["t"], [sc for sc in screens if sc is not None]).arg_true()
+    if len(rows):
+        _note(out, df[rows], pres, screened, rows.to_list())
     escaped = df["t"].str.contains(_RUST_ESCAPED_QUOTE).arg_true()
     if len(escaped):
         view = df[escaped].select(pl.col("t").str.replace_all(_RUST_ESCAPED_QUOTE, "$1"))
-        for row, flags in zip(escaped.to_list(), view.select(exprs).iter_rows(), strict=True):
-            more = {k for k, f in enumerate(flags) if f}
-            if more:
-                out[row] = sorted(more.union(out.get(row, [])))
-    return out
+        _note(out, view, pres, list(range(len(pres))), escaped.to_list())
+    return {row: sorted(set(ks)) for row, ks in sorted(out.items())}
+
+
+def _note(
+    out: dict[int, list[int]],
+    df: pl.DataFrame,
+    pres: tuple[str, ...],
+    which: list[int],
+    rows: list[int] | None,
+) -> None:
+    """Add to `out` the rules of `which` whose prefilter matches a row of `df` (row k of df is
+    row rows[k] of the column; rows None: the same)."""
+    if not which or df.height == 0:
+        return
+    hits = df.select([pl.col("t").str.contains(pres[k]).alias(str(k)) for k in which])
+    any_hit = hits.select(pl.any_horizontal(pl.all())).to_series().arg_true()
+    for k, flags in zip(any_hit.to_list(), hits[any_hit].iter_rows(), strict=True):
+        row = k if rows is None else rows[k]
+        out.setdefault(row, []).extend(r for r, f in zip(which, flags, strict=True) if f)
+
+
+@lru_cache(maxsize=2)
+def _screens(weak: bool = False) -> tuple[Screen | None, ...]:
+    return tuple(screen(r.prefilter) for r in (weak_rules() if weak else rules()))
 
 
 # ------------------------------------------------------------------------ the budget
