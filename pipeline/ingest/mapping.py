@@ -31,7 +31,11 @@ MAPPABLE = (*TEXT_FIELDS, "author_is_bot", "lines_removed", "lines_added", "crea
 # source as a field problem; the record stays an item. A text field of the wrong type is an
 # error record: text is the item's content and id.
 LENIENT = {"author_is_bot", "lines_removed", "lines_added", "created_at"}
-_MISSING = object()
+class _Missing:
+    """The type of _MISSING: a field the input does not have (None is a JSON null)."""
+
+
+_MISSING = _Missing()
 # Common input names read for an item field that has no input field of its own name, no
 # mapping and no default, first present wins: mined history names its commit `commit` and
 # its time `timestamp`, and without them every item of a source would share the change "" and
@@ -259,18 +263,22 @@ class Mapper:
         for entry in self.plan:
             name, src, _, _, has_default, tf, is_text, aliases = entry
             vals = [o.get(src, _MISSING) for o in objs]
-            if is_text and all(type(v) is str for v in vals) and (not has_default or all(vals)):
+            types = set(map(type, vals))
+            if is_text and types == {str} and (not has_default or all(vals)):
                 out[name] = list(map(tf, vals)) if tf else vals
                 continue
             if (
                 "." not in src
-                and all(v is _MISSING or v is None for v in vals)
+                and types <= {_Missing, type(None)}
                 and not any(a in o for a in aliases for o in objs)
             ):  # no object has the field or an alias of it: one value for all
-                got = [self._field(entry, {})] * len(objs)
-            else:
-                got = [self._field(entry, o) for o in objs]
-            if any(type(v) is _Refused or type(v) is _Problem for v in got):
+                v = self._field(entry, {})
+                if type(v) is _Refused or type(v) is _Problem:
+                    return None
+                out[name] = [_UNSET[name] if v is _MISSING else v] * len(objs)
+                continue
+            got = [self._field(entry, o) for o in objs]
+            if {_Refused, _Problem} & set(map(type, got)):
                 return None
             unset = _UNSET[name]
             out[name] = [unset if v is _MISSING else v for v in got]
