@@ -276,6 +276,13 @@ def test_screened_prefilters_flag_what_every_prefilter_on_every_row_flags():
         (r"(?:foo)?bar_[0-9]{4}|baz", ("bar_", "baz"), False),  # one of each alternative's
         (r"[0-9]{4}|baz", None, False),  # an alternative with no string
         (r"(?:abc)*def", ("def",), False),  # a repeat that may be absent requires nothing
+        # what Python's parser and Rust's read apart is not screened: Rust's word edges,
+        # verbose mode, a repeat with a space, an ignore-case string that is not ASCII
+        (r"\<token_x", None, False),
+        (r"\b{start}token_x", None, False),
+        ("(?x)ab\u00a0cd", None, False),
+        (r"abc{1, 2}", None, False),
+        ("(?i)\u017fecret", None, True),
     ],
 )
 def test_a_prefilter_screen_is_strings_every_match_holds(pattern, literals, icase):

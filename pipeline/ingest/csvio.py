@@ -29,6 +29,7 @@ from pipeline.ingest.opening import (
     SWAP_CRLF,
     lf_lines,
     skip_blank_lines,
+    unreadable,
 )
 
 RAW_KEEP = 16 * 1024
@@ -74,7 +75,7 @@ class PhysicalLines:
             line = self.f.readline(limit + 2)
         except READ_ERRORS as e:
             self.ended = True
-            return self.n + 1, Marker(f"unreadable input: {e}; rest of file not read", b"", True)
+            return self.n + 1, Marker(unreadable(e), b"", True)
         if not line:
             self.ended = True
             return None
@@ -95,7 +96,11 @@ class PhysicalLines:
         """Skip the blank lines that follow in bulk (opening.skip_blank_lines), when none was
         pushed back: for a reader between records, never inside a quoted field."""
         if not self.back and not self.ended:
-            self.n += skip_blank_lines(self.f, self.limit)
+            k, err = skip_blank_lines(self.f, self.limit)
+            self.n += k
+            if err is not None:  # the next line is that error's record
+                self.ended = True
+                self.back.append((self.n + 1, Marker(err, b"", True)))
 
     def push(self, items: Sequence[tuple[int, bytes | Marker]]) -> None:
         self.back.extendleft(reversed(items))

@@ -35,6 +35,7 @@ from pipeline.ingest.opening import (
     open_regular,
     open_source,
     skip_blank_lines,
+    unreadable,
 )
 
 __all__ = [
@@ -54,6 +55,9 @@ __all__ = [
 ]
 
 RAW_KEEP = 16 * 1024  # bytes of an over-long record kept as its raw
+# The most bytes of lines _blocks holds at once (and one line more): a block of bad lines is
+# given line by line, so without this bound it would hold room() lines of up to the limit each.
+BLOCK_BYTES = 16 << 20
 HEAD_BYTES = 64 * 1024  # decoded bytes looked at to tell the layout
 
 
@@ -191,8 +195,7 @@ def _lines(
         try:
             line = f.readline(limit + 2)  # room for the record, "\r\n" and one more byte
         except READ_ERRORS as e:
-            reason = f"unreadable input: {e}; rest of file not read"
-            yield n + 1, RecordError(f"line {n + 1}", b"", reason)
+            yield n + 1, RecordError(f"line {n + 1}", b"", unreadable(e))
             return
         if not line:
             return
@@ -201,7 +204,11 @@ def _lines(
         if got is None:
             blanks += 1
             if blanks >= BLANK_RUN:
-                n += skip_blank_lines(f, limit)
+                k, err = skip_blank_lines(f, limit)
+                n += k
+                if err is not None:
+                    yield n + 1, RecordError(f"line {n + 1}", b"", err)
+                    return
             continue
         blanks = 0
         yield n, got
@@ -242,33 +249,36 @@ class Block:
 def _blocks(
     f: BinaryIO, limit: int, room: Callable[[], int], first: int = 1
 ) -> Iterator[Block | Parsed]:
-    """What _parsed(_lines(f, limit, first)) gives, with each run of `room()` lines that are
-    all JSON objects (none blank, over the limit or unreadable) as one Block instead: the
-    records of a clean file cost one parse each and no per-line step. A run with any other
-    line is given line by line, exactly as _lines does. Only for UTF-8 streams with LF or CRLF
-    line ends."""
+    """What _parsed(_lines(f, limit, first)) gives, with each run of `room()` lines (at most
+    BLOCK_BYTES of them) that are all JSON objects (none blank, over the limit or unreadable)
+    as one Block instead: the records of a clean file cost one parse each and no per-line
+    step. A run with any other line is given line by line, exactly as _lines does, and a run
+    of blank lines is skipped in bulk as there. Only for UTF-8 streams with LF or CRLF ends."""
     n = first - 1
+    blanks = 0  # consecutive blank lines, across runs: after BLANK_RUN, skipped in bulk
     while True:
         lines: list[bytes] = []
-        error: RecordError | None = None
+        size = 0
+        error: str | None = None
         try:
             for _ in range(max(1, room())):
                 line = f.readline(limit + 2)
                 if not line:
                     break
                 lines.append(line)
-                if len(line) == limit + 2:  # over-long: the per-line step skips its rest
+                size += len(line)
+                if len(line) == limit + 2 or size >= BLOCK_BYTES:  # over-long: see _line
                     break
         except READ_ERRORS as e:
-            error = RecordError("", b"", f"unreadable input: {e}; rest of file not read")
+            error = unreadable(e)
         if not lines and error is None:
             return
         objs = _objects(lines, limit) if error is None else None
         if objs is not None:
             yield Block(n + 1, objs)
             n += len(lines)
+            blanks = 0
             continue
-        blanks = 0
         for line in lines:
             n += 1
             got, stop = _line(f, line, f"line {n}", limit, False, "UTF-8")
@@ -277,11 +287,12 @@ def _blocks(
                 yield from _parsed([(n, got)])
             if stop:
                 return
+        if error is None and blanks >= BLANK_RUN:
+            k, error = skip_blank_lines(f, limit)
+            n += k
         if error is not None:
-            yield from _parsed([(n + 1, RecordError(f"line {n + 1}", b"", error.reason))])
+            yield from _parsed([(n + 1, RecordError(f"line {n + 1}", b"", error))])
             return
-        if blanks >= BLANK_RUN:
-            n += skip_blank_lines(f, limit)
 
 
 def _objects(lines: list[bytes], limit: int) -> list[dict[str, Any]] | None:

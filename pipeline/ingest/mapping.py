@@ -31,6 +31,8 @@ MAPPABLE = (*TEXT_FIELDS, "author_is_bot", "lines_removed", "lines_added", "crea
 # source as a field problem; the record stays an item. A text field of the wrong type is an
 # error record: text is the item's content and id.
 LENIENT = {"author_is_bot", "lines_removed", "lines_added", "created_at"}
+
+
 class _Missing:
     """The type of _MISSING: a field the input does not have (None is a JSON null)."""
 

@@ -255,28 +255,34 @@ def _over(limit: int) -> re.Pattern[bytes]:
     return re.compile(rb"(?m)^[^\n]{%d}" % (limit + 1))
 
 
-def skip_blank_lines(f: BinaryIO, limit: int) -> int:
+def skip_blank_lines(f: BinaryIO, limit: int) -> tuple[int, str | None]:
     """Consume the whole blank lines (whitespace only, none over `limit` bytes) at the front of
-    buffered stream `f`, a buffer at a time, and return how many: a flood of blank lines (300
-    Mi of them in a 298 KB gzip) costs a few C scans per MiB instead of a readline each. A
-    blank line over the limit, a partial one at the end of the buffer and a read error are
-    left for the caller's next readline, which handles them as before."""
+    buffered stream `f`, a buffer at a time: (how many, the read error met, as `unreadable`
+    words it, or None). A flood of blank lines (300 Mi of them in a 298 KB gzip) costs a few C
+    scans per MiB instead of a readline each. A blank line over the limit and a partial one at
+    the end of the buffer are left for the caller's next readline. A read error is returned,
+    not left for the next read: a gzip stream raises some errors once only."""
     n = 0
     while True:
         try:
             buf = f.peek(CHUNK)  # type: ignore[attr-defined]
-        except READ_ERRORS:
-            return n
+        except READ_ERRORS as e:
+            return n, unreadable(e)
         space = len(buf) - len(buf.lstrip(_SPACE))
         end = buf.rfind(b"\n", 0, space) + 1  # after the last newline of the blank run
         if end > limit and (long := _over(limit).search(buf, 0, end)) is not None:
             end = buf.rfind(b"\n", 0, long.start()) + 1  # stop at the line over the limit
         if end == 0:
-            return n
+            return n, None
         n += buf.count(b"\n", 0, end)
         f.read(end)  # from the buffer peeked: no read of the file
         if end < len(buf):
-            return n
+            return n, None
+
+
+def unreadable(e: BaseException) -> str:
+    """A read error's record reason: the rest of the file is one record, this one."""
+    return f"unreadable input: {e}; rest of file not read"
 
 
 def encoding_of(path: Path) -> str:

@@ -9,6 +9,7 @@ the regex cannot match there."""
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -38,14 +39,25 @@ class Screen:
     ignore_case: bool
 
 
+# What Python's parser and Rust's read differently (Rust: `\<` `\>` word edges, `\b{start}`,
+# verbose mode's Unicode spaces, `{1, 2}` a repeat): a pattern holding any is not screened.
+_READ_APART = re.compile(r"\\[<>]|\\[bB]\{|\(\?[a-z]*x|\{[^}]*\s[^}]*\}|[^\x00-\x7f]")
+
+
 def screen(pattern: str) -> Screen | None:
-    """The literal screen of a prefilter in Python syntax, or None (scan every row)."""
+    """The literal screen of a prefilter in Python syntax, or None (scan every row): also for
+    a pattern the two parsers may read apart, and for an ignore-case string that is not ASCII
+    (the screen folds ASCII case only)."""
+    if _READ_APART.search(pattern):
+        return None
     try:
         parsed: Any = sre_parse.parse(pattern)
     except (sre_c.error, RecursionError, OverflowError):
         return None
     found = _sequence(list(parsed), bool(parsed.state.flags & sre_c.SRE_FLAG_IGNORECASE))
     if found is None or min(map(len, found[0])) < MIN_LITERAL:
+        return None
+    if found[1] and not all(x.isascii() for x in found[0]):
         return None
     return Screen(tuple(sorted(found[0])), found[1])
 
