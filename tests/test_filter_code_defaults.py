@@ -438,6 +438,17 @@ CAUGHT = [
         "format_only",
         "",
     ),
+    (  # a Markdown list's marker: `*`, `+` and `-` render alike (prettier writes `-`)
+        dict(
+            path="README.md",
+            before="* Supports readonly types\n  + Missing lazy types",
+            after="- Supports readonly types\n  - Missing lazy types",
+            repo="acme/schemakit",
+            language="markdown",
+        ),
+        "format_only",
+        "",
+    ),
     (
         dict(
             path="README.md",
@@ -670,6 +681,21 @@ KEPT = [
         language="markdown",
     ),
     dict(path="route.go", before="// Match(req)", after="Match(req)", **GO),
+    # a list item whose words change, and emphasis that is not a list marker
+    dict(
+        path="docs/guide.md",
+        before="* Supports readonly types",
+        after="- Supports writable types",
+        repo="acme/schemakit",
+        language="markdown",
+    ),
+    dict(
+        path="docs/guide.md",
+        before="*Supports* readonly types",
+        after="- Supports readonly types",
+        repo="acme/schemakit",
+        language="markdown",
+    ),
     # a doc comment made a plain one (rustdoc's unused_doc_comments warning) changes its marker
     dict(
         path="src/filter/size.rs",

@@ -30,6 +30,9 @@ FORMAT_STRIP_RE = r"[\s,]+"
 # ending a line (semi); each (regex, what its match becomes, $1 being its first group). In
 # Markdown too: prettier formats the code blocks of a README as it formats the code.
 JS_FORMAT_LANGUAGES = ("javascript", "typescript", "markdown")
+# ... and in Markdown a list item's marker: `* item`, `+ item` and `- item` render alike
+# (prettier writes `-`); the marker group keeps the item's indentation ($1)
+MD_LIST_RE = r"(?m)^([ \t]*)[*+][ \t]"
 JS_FORMAT_RES = (
     (r"\(\s*([A-Za-z_$][\w$]*)\s*\)\s*=>", "$1=>"),
     (r"\(\s*(typeof\s+[A-Za-z_$][\w$.]*)\s*\)", "$1"),

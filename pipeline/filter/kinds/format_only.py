@@ -1,11 +1,11 @@
 """format_only: not whitespace_only, but equal once whitespace and commas are removed and ' is
 read as " (in JavaScript, TypeScript and Markdown's code blocks also a lone arrow parameter's
-parentheses, those around `typeof X` and a semicolon ending a line: prettier's options), or
-both sides are only import lines with the same words (an import sorter's edit, Rust's `use`
-lists included), or both are only comment lines that read the same once their leading markers
-(`*`, `//`, `#`, `--`) are removed too, with the same markers on both sides (a comment
-rewrapped: a Javadoc paragraph broken at other words; not in prose, where those markers start
-list items and headings)."""
+parentheses, those around `typeof X` and a semicolon ending a line: prettier's options; in
+Markdown a list item's marker, `*` `+` or `-`), or both sides are only import lines with the
+same words (an import sorter's edit, Rust's `use` lists included), or both are only comment
+lines that read the same once their leading markers (`*`, `//`, `#`, `--`) are removed too,
+with the same markers on both sides (a comment rewrapped: a Javadoc paragraph broken at other
+words; not in prose, where those markers start list items and headings)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from pipeline.filter.regex import (
     IMPORT_LINE_RE,
     JS_FORMAT_LANGUAGES,
     JS_FORMAT_RES,
+    MD_LIST_RE,
     NONBLANK_LINE_RE,
 )
 from pipeline.schema import PROSE_LANGUAGES
@@ -54,11 +55,14 @@ def _hit(s: pl.Series) -> pl.Series:
 
     js = pl.col("language").fill_null("").is_in(list(JS_FORMAT_LANGUAGES))
 
+    md = pl.col("language").fill_null("") == "markdown"
+
     def norm(f: str) -> pl.Expr:
         js_side = pl.col(f)
         for rx, to in JS_FORMAT_RES:
             js_side = js_side.str.replace_all(rx, to)
         side = pl.when(js).then(js_side).otherwise(pl.col(f))
+        side = pl.when(md).then(side.str.replace_all(MD_LIST_RE, "$1- ")).otherwise(side)
         return side.str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
 
     reordered = pl.col("_c") & (words("before") == words("after"))
@@ -120,6 +124,8 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
         if (row.get("language") or "") in JS_FORMAT_LANGUAGES:
             for rx, to in JS_FORMAT_RES:
                 s = re.sub(rx, to.replace("$1", r"\1"), s)
+        if row.get("language") == "markdown":
+            s = re.sub(MD_LIST_RE, r"\1- ", s)
         return re.sub(FORMAT_STRIP_RE, "", s).replace("'", '"')
 
     def imports(f: str) -> bool:
