@@ -288,9 +288,7 @@ class CompileAhead:
             for ref in stage.warm:
                 log = tempfile.TemporaryFile()
                 cmd = [sys.executable, "-m", "pipeline.jit", str(ref)]
-                proc = subprocess.Popen(
-                    cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env
-                )
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env)
                 assert proc.stdin is not None
                 proc.stdin.write(payload)
                 proc.stdin.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 # Wide, plain console output, so that messages asserted on are not wrapped.
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.config import SourceConfig
-from pipeline.ingest.base import IngestContext, Record, RecordError, one_by_one
+from pipeline.ingest.base import IngestContext, Items, RawItem, Record, RecordError
 
 ROOT = Path(__file__).resolve().parents[1]
 # The real corpora are not part of the repository: their folder is named by this variable,
@@ -32,6 +33,17 @@ def shared_data() -> Path:
 
 
 SHARED_DATA = shared_data()
+
+
+def one_by_one(recs: Iterable[Record | RecordError | Items]) -> Iterator[Record | RecordError]:
+    """A reader's records with each Items (a block read whole) given record by record, as a
+    reader yields them without blocks."""
+    for rec in recs:
+        if not isinstance(rec, Items):
+            yield rec
+            continue
+        for k, ref in enumerate(rec.refs):
+            yield Record(ref, [RawItem(**{f: v[k] for f, v in rec.fields.items()})])
 
 
 def read_source(module, path: Path, **spec_kw) -> list[Record | RecordError]:

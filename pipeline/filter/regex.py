@@ -29,7 +29,7 @@ FORMAT_STRIP_RE = r"[\s,]+"
 # function parameter's parentheses (arrowParens), those around `typeof X`, and a semicolon
 # ending a line (semi); each (regex, what its match becomes, $1 being its first group). In
 # Markdown too: prettier formats the code blocks of a README as it formats the code.
-JS_FORMAT_LANGUAGES = ("javascript", "typescript", "markdown")
+PRETTIER_LANGUAGES = ("javascript", "typescript", "markdown")
 # ... and in Markdown a list item's marker: `* item`, `+ item` and `- item` render alike
 # (prettier writes `-`); the marker group keeps the item's indentation ($1)
 MD_LIST_RE = r"(?m)^([ \t]*)[*+][ \t]"

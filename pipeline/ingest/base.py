@@ -8,7 +8,7 @@ record (a JSON line, a CSV row, a git hunk, a review comment) yields exactly one
 - `RecordError(ref, raw, reason, severity)`: a malformed record (`error`) or a well-formed one
   that holds no edit (`skip`: a comment without a suggestion, a binary file change ...).
 - `Items(refs, fields)`: many records of one item each, field by field (a block of clean JSON
-  lines read at once: no per-record step; `records()` gives them one by one).
+  lines read at once: no per-record step).
 
 So ingest can account for every input record: it is in items.parquet or errors.parquet.
 Sources never compute ids or language; the batcher does, once, for all of them. A record whose
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -77,20 +77,6 @@ class Items:
 
     refs: list[str]
     fields: dict[str, list[Any]]
-
-    def records(self) -> Iterator[Record]:
-        """The same records one by one, as a reader yields them without Items."""
-        for k, ref in enumerate(self.refs):
-            yield Record(ref, [RawItem(**{f: v[k] for f, v in self.fields.items()})])
-
-
-def one_by_one(recs: Iterable[Record | RecordError | Items]) -> Iterator[Record | RecordError]:
-    """A reader's records with each Items given record by record."""
-    for rec in recs:
-        if isinstance(rec, Items):
-            yield from rec.records()
-        else:
-            yield rec
 
 
 @dataclass(slots=True)

@@ -332,7 +332,7 @@ def skip_rest(f: BinaryIO, head: bytes) -> tuple[int, str | None]:
             size += len(chunk)
             tail = (tail + chunk)[-2:]
     except READ_ERRORS as e:
-        return size, f"unreadable input: {e}; rest of file not read"
+        return size, unreadable(e)
     if tail.endswith(b"\n"):
         size -= 2 if tail == b"\r\n" else 1
     return size, None

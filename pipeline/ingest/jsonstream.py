@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from pipeline.ingest.opening import CHUNK, READ_ERRORS
+from pipeline.ingest.opening import CHUNK, READ_ERRORS, UNREADABLE
 
 BOM = b"\xef\xbb\xbf"
 RAW_KEEP = 16 * 1024  # bytes of an over-long value kept as its raw
@@ -70,7 +70,7 @@ class _Window:
         try:
             data = self.f.read1(self.chunk_size)  # type: ignore[attr-defined]
         except READ_ERRORS as e:
-            raise self.stop(f"unreadable input: {e}") from None
+            raise self.stop(f"{UNREADABLE}: {e}") from None
         if not data:
             self.eof = True
             return False

@@ -280,9 +280,12 @@ def skip_blank_lines(f: BinaryIO, limit: int) -> tuple[int, str | None]:
             return n, None
 
 
+UNREADABLE = "unreadable input"  # a read error's reason starts so: the reader stops there
+
+
 def unreadable(e: BaseException) -> str:
     """A read error's record reason: the rest of the file is one record, this one."""
-    return f"unreadable input: {e}; rest of file not read"
+    return f"{UNREADABLE}: {e}; rest of file not read"
 
 
 def encoding_of(path: Path) -> str:

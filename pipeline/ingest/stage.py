@@ -30,7 +30,7 @@ from pipeline.executors import tasks
 from pipeline.ingest import shards
 from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
 from pipeline.ingest.mapping import ALIASES, input_field
-from pipeline.ingest.opening import check_source_path
+from pipeline.ingest.opening import UNREADABLE, check_source_path
 from pipeline.ingest.shards import Params
 from pipeline.ingest.sources import SOURCES
 from pipeline.ingest.sources.table import EMPTY
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from pipeline.runner import StageIO
 
 STAGE = "ingest"
-UNREADABLE = "unreadable input"  # a read error: jsonio stops the file there
 
 
 class IngestFailed(StageFailed):

@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 import pipeline.ingest.count as count_mod
 from pipeline.cli import app
 from pipeline.config import SourceConfig
-from pipeline.ingest.base import IngestContext, one_by_one
+from pipeline.ingest.base import IngestContext
 from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.sources import table
 from tests.adversarial.conftest import EXIT_DATA, EXIT_IO, EXIT_OK, GOOD, ingest_subprocess, jsonl
+from tests.conftest import one_by_one
 
 
 def test_a_fifo_is_refused_without_hanging(tmp_path):

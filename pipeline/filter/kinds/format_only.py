@@ -23,10 +23,10 @@ from pipeline.filter.regex import (
     FORMAT_STRIP_RE,
     IMPORT_KEYWORD_RE,
     IMPORT_LINE_RE,
-    JS_FORMAT_LANGUAGES,
     JS_FORMAT_RES,
     MD_LIST_RE,
     NONBLANK_LINE_RE,
+    PRETTIER_LANGUAGES,
 )
 from pipeline.schema import PROSE_LANGUAGES
 
@@ -53,7 +53,7 @@ def _hit(s: pl.Series) -> pl.Series:
         kept = pl.when(pl.col("_c")).then(pl.col(f)).otherwise(pl.lit(""))
         return kept.str.extract_all(r"\w+").list.sort()
 
-    js = pl.col("language").fill_null("").is_in(list(JS_FORMAT_LANGUAGES))
+    js = pl.col("language").fill_null("").is_in(list(PRETTIER_LANGUAGES))
 
     md = pl.col("language").fill_null("") == "markdown"
 
@@ -121,7 +121,7 @@ def reason(rule: Rule, found: Found) -> pl.Expr:
 def reference(rule: Rule, row: Row, found: Found) -> bool:
     def fmt(f: str) -> str:
         s = row.txt(f)
-        if (row.get("language") or "") in JS_FORMAT_LANGUAGES:
+        if (row.get("language") or "") in PRETTIER_LANGUAGES:
             for rx, to in JS_FORMAT_RES:
                 s = re.sub(rx, to.replace("$1", r"\1"), s)
         if row.get("language") == "markdown":
