@@ -22,6 +22,7 @@ from pipeline.runner import CompileAhead, StageResult, run_stage, stage_key
 from pipeline.runs import CONFIG_FILE, read_manifest, run_lock, stale_stages, write_text
 from pipeline.secrets.masking import mask
 from pipeline.stage import PIPELINE, Stage, resolve
+from pipeline.storage import is_url
 
 
 def _set(data: dict[str, Any], key: str, value: Any) -> None:
@@ -167,13 +168,19 @@ class Pipeline:
         names; the run folder is `out`, or ./runs/<stem of the first path>."""
         if not paths:
             raise UsageError("give at least one input path (or a config)")
-        resolved = [_input_path(p) for p in paths]
-        sources = [detect_source(p) for p in resolved]
+        # a URL names an object in storage: read as a table (its format detected), checked
+        # when ingest fingerprints it, with the run's storage options
+        sources = [
+            {"kind": "table", "format": "auto", "path": p}
+            if isinstance(p, str) and is_url(p)
+            else detect_source(_input_path(p))
+            for p in paths
+        ]
         names = [Path(s["path"]).name for s in sources]
         for k, s in enumerate(sources):  # distinct source names, as the config requires
             s["name"] = names[k] if names.count(names[k]) == 1 else f"{names[k]}#{k}"
         if out is None:
-            stem = resolved[0].name.split(".")[0] or "run"
+            stem = names[0].split(".")[0] or "run"
             if mask(stem)[1]:  # a file named after a token: the folder must not be
                 stem = "run"
             run = {"root": str(Path.cwd() / "runs"), "name": stem}

@@ -80,7 +80,7 @@ def _main(
 def _pipeline(
     config: Path | None,
     sets: list[str] | None,
-    paths: list[Path] | None = None,
+    paths: list[str] | None = None,
     out: Path | None = None,
     print_config: bool = False,
     run_dir: Path | None = None,

@@ -94,11 +94,11 @@ JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")
 ]
 PathsArg = Annotated[
-    Optional[list[Path]],  # noqa: UP045
+    Optional[list[str]],  # noqa: UP045 (strings: a Path would make s3://b/x s3:/b/x)
     typer.Argument(
         help="Input files or folders (JSONL, JSON, CSV, Parquet, a git repo, "
-        "a saved dataset); no config needed.",
-        readable=False,
+        "a saved dataset), or URLs of objects (s3://bucket/edits.jsonl.gz); no config needed.",
+        show_default=False,
     ),
 ]
 FormatOpt = Annotated[

@@ -26,9 +26,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.errors import EnvError, UsageError
 from pipeline.parts import PartSink, num_rows, remove
 from pipeline.stage import NAMES
+from pipeline.storage import Location
 
 MANIFEST = "manifest.json"
 CONFIG_FILE = "config.toml"  # the effective config a run folder keeps (Pipeline.open)
@@ -178,9 +180,12 @@ def output_sha(path: Path, skip: Path | None = None) -> str:
     return h.hexdigest()
 
 
-def input_fingerprint(path: Path, rev: str | None = None, skip: Path | None = None) -> str:
+def input_fingerprint(path: Location, rev: str | None = None, skip: Path | None = None) -> str:
     """Content fingerprint of an input: a file's sha256, a folder's over its files (none
-    under `skip`, the run's own folder), a git rev."""
+    under `skip`, the run's own folder), a git rev; an object's or a prefix's from what
+    the store lists of them (storage.fingerprint: their versions change with every write)."""
+    if storage.is_remote(path):
+        return storage.fingerprint(path)
     if rev is not None:
         out = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--verify", f"{rev}^{{commit}}"],
@@ -193,11 +198,14 @@ def input_fingerprint(path: Path, rev: str | None = None, skip: Path | None = No
     return "sha256:" + file_sha256(path)
 
 
-def input_state(path: Path, skip: Path | None = None) -> tuple[tuple[str, int, int, int, int], ...]:
+def input_state(path: Location, skip: Path | None = None) -> tuple[tuple[Any, ...], ...]:
     """What a file's (or a folder's files') stat says of its content: (name, size, mtime,
     ctime, inode); none under `skip` (the run's own folder). Any write moves the ctime, which
     no one can set back, so equal states before and after a read mean no file was written in
-    between (restored bytes included)."""
+    between (restored bytes included). An object's: (name, size, version) as its store lists
+    them (storage.objects)."""
+    if storage.is_remote(path):
+        return tuple(storage.objects(path))
     files = _files(path, skip) if path.is_dir() else [path]
     out = []
     for f in files:

@@ -503,6 +503,10 @@ class RunConfig(Section):
     executor: Literal["local", "ray"] = "local"  # who runs map steps (pipeline/executors)
     ray_address: str = ""  # ray: a cluster to join ("" = start a local instance)
     num_cpus: int = Field(default=2, ge=1)  # ray: CPUs of the local instance
+    # options of the filesystem that reads URL inputs (s3://, gs:// ...; pipeline/storage.py),
+    # passed as given: {endpoint_url = "http://minio:9000"}, {anon = true} ... Credentials
+    # and endpoints come from the standard sources (AWS_* variables) unless given here.
+    storage_options: dict[str, Any] = Field(default_factory=dict)
     # rows per Parquet part of every stage output (pipeline/parts.py)
     part_rows: int = Field(default=1 << 18, ge=1)
     # the folder relative paths are read from; "" = the config file's folder. The copy of the

@@ -25,10 +25,8 @@ Units, with the reader's conventions that make every record land somewhere:
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.ingest.opening import (
     BLANK_RUN,
@@ -37,14 +35,16 @@ from pipeline.ingest.opening import (
     cr_line_ends,
     lf_lines,
     open_source,
+    parquet_file,
 )
+from pipeline.storage import Location
 
 _WS = b" \t\n\r\x0b\x0c"  # bytes.strip()'s whitespace: what the readers call blank
 
 
-def count_parquet(path: Path) -> int:
+def count_parquet(path: Location) -> int:
     try:
-        return pq.ParquetFile(path).metadata.num_rows
+        return parquet_file(path).metadata.num_rows
     except (pa.ArrowException, OSError):
         return 1  # the reader's one "unreadable Parquet" record
 
@@ -52,7 +52,7 @@ def count_parquet(path: Path) -> int:
 # --- JSON -----------------------------------------------------------------------------
 
 
-def count_json(path: Path, limit: int) -> tuple[int, str]:
+def count_json(path: Location, limit: int) -> tuple[int, str]:
     from pipeline.ingest.jsonio import detect_layout
 
     layout = detect_layout(path)
@@ -62,7 +62,7 @@ def count_json(path: Path, limit: int) -> tuple[int, str]:
     return count_values(path, limit, array=layout == "array"), unit
 
 
-def count_lines(path: Path, limit: int) -> int:
+def count_lines(path: Location, limit: int) -> int:
     n = 0
     length, nonblank, last = 0, False, 0
 
@@ -134,7 +134,7 @@ _COMPOUND_STOP = re.compile(rb'["\[\]{}]')
 OPEN, FIRST, VALUE, AFTER, TRAIL, SCALAR, STRING, COMPOUND = range(8)
 
 
-def count_values(path: Path, limit: int, array: bool) -> int:
+def count_values(path: Location, limit: int, array: bool) -> int:
     """Top-level values of an array (array=True) or of a whitespace-separated stream, +1 when
     the structure breaks (what is left is one record). A byte-level state machine over
     chunks: strings and brackets are followed, nothing is parsed or held."""
@@ -242,7 +242,7 @@ SR, SF, IF, IQ, QQ, EC = range(
 )  # start record/field, in field, in quoted, quote in quoted, eat CRLF
 
 
-def count_csv(path: Path, limit: int, delimiter: str) -> int:
+def count_csv(path: Location, limit: int, delimiter: str) -> int:
     """CSV records by csvio's rule, counted with an own state machine (strict quoting)."""
     from pipeline.ingest.csvio import Marker, PhysicalLines
 

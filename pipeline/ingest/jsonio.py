@@ -14,7 +14,6 @@ import codecs
 import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO, Literal, overload
 
 import orjson
@@ -37,6 +36,7 @@ from pipeline.ingest.opening import (
     skip_blank_lines,
     unreadable,
 )
+from pipeline.storage import Location
 
 __all__ = [
     "GZIP_MAGIC",
@@ -61,7 +61,7 @@ BLOCK_BYTES = 16 << 20
 HEAD_BYTES = 64 * 1024  # decoded bytes looked at to tell the layout
 
 
-def _open(path: Path, ctx: IngestContext):
+def _open(path: Location, ctx: IngestContext):
     return open_source(path, ctx.advance, ctx.set_total)
 
 
@@ -73,12 +73,14 @@ Parsed = tuple[str, Any | RecordError, str | bytes]  # (ref, a value or why not,
 
 @overload
 def iter_json_records(
-    path: Path, ctx: IngestContext, blocks: Literal[False] = False
+    path: Location, ctx: IngestContext, blocks: Literal[False] = False
 ) -> Iterator[Parsed]: ...
 @overload
-def iter_json_records(path: Path, ctx: IngestContext, blocks: bool) -> Iterator[Block | Parsed]: ...
 def iter_json_records(
-    path: Path, ctx: IngestContext, blocks: bool = False
+    path: Location, ctx: IngestContext, blocks: bool
+) -> Iterator[Block | Parsed]: ...
+def iter_json_records(
+    path: Location, ctx: IngestContext, blocks: bool = False
 ) -> Iterator[Block | Parsed]:
     """(ref, the parsed value or why it cannot be read, its raw text) for each record of a
     JSON file, whichever of the layouts `detect_layout` tells it is in.
@@ -106,7 +108,7 @@ def iter_json_records(
             yield ref, (RecordError(ref, v.raw, v.error) if v.error else v.value), v.raw
 
 
-def detect_layout(path: Path) -> str:
+def detect_layout(path: Location) -> str:
     """The file's layout, "array", "values" or "lines", from its first 64 KiB (decoded).
 
     The first non-space byte decides: `[` is an array, a first line that is just `{` is a
@@ -123,7 +125,7 @@ def detect_layout(path: Path) -> str:
 # --- JSON lines ---------------------------------------------------------------------------
 
 
-def iter_lines(path: Path, ctx: IngestContext) -> Iterator[tuple[int, str | RecordError]]:
+def iter_lines(path: Location, ctx: IngestContext) -> Iterator[tuple[int, str | RecordError]]:
     """(1-based line number, the line's text or why it cannot be read) for each non-blank line.
 
     The text has its line ending removed (LF or CRLF). Blank lines are not records and are not
@@ -138,7 +140,7 @@ def iter_lines(path: Path, ctx: IngestContext) -> Iterator[tuple[int, str | Reco
 
 
 def iter_line_range(
-    path: Path, start: int, end: int, first: int, ctx: IngestContext, blocks: bool = False
+    path: Location, start: int, end: int, first: int, ctx: IngestContext, blocks: bool = False
 ) -> Iterator[Block | Parsed]:
     """iter_json_records over the bytes [start, end) of a plain UTF-8 JSON-lines file, whose
     first line is line `first`: a piece of the file cut at line starts (ingest/shards.py).

@@ -11,6 +11,8 @@ that are not valid UTF-8, so the record holding it is an error, not the file.
 
 A FIFO, a device, a socket or a folder where a file is expected is refused before anything
 is opened for reading (`/dev/zero` would never end, a FIFO would wait for a writer forever).
+An object in storage (pipeline/storage.py) is a file or a prefix of them (a folder), and is
+read through its filesystem; every other check here is the same for it.
 """
 
 from __future__ import annotations
@@ -27,10 +29,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO, TypeVar, cast
+from typing import TYPE_CHECKING, BinaryIO, TypeVar, cast
 
+import pyarrow.parquet as pq
+
+from pipeline import storage
 from pipeline.ingest.base import SourceUnreadable
+from pipeline.storage import Location
 from pipeline.textfile import special
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK = 1 << 20  # bytes read at a time
@@ -57,13 +66,16 @@ codecs.register_error("editcurate.undecodable", _mark_undecodable)
 # --- what kind of path --------------------------------------------------------------------
 
 
-def check_source_path(path: Path, expect: str) -> None:
+def check_source_path(path: Location, expect: str) -> None:
     """Raise SourceUnreadable (one line naming `path`) unless it can be read as `expect`:
     "file" (one regular file), "folder" (a folder) or "any" (either).
 
     Nothing is opened for reading except a regular file, and that only to check permission,
     so a FIFO or a device cannot block or stream forever here.
     """
+    if storage.is_remote(path):
+        _check_object(path, expect)
+        return
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -90,12 +102,32 @@ def check_source_path(path: Path, expect: str) -> None:
     open_regular(path).close()
 
 
-def open_regular(path: Path) -> BinaryIO:
+def _check_object(path: UPath, expect: str) -> None:
+    """check_source_path for an object in storage: a file is an object, a folder a prefix."""
+    try:
+        kind = path.fs.info(path.path).get("type")
+    except FileNotFoundError:
+        raise SourceUnreadable(f"{path}: no such file or folder") from None
+    except PermissionError:
+        raise SourceUnreadable(f"{path}: permission denied") from None
+    except OSError as e:
+        raise SourceUnreadable(f"{path}: cannot be read: {e}") from None
+    is_dir = kind == "directory"
+    if is_dir and expect == "file":
+        raise SourceUnreadable(f"{path}: is a folder; this source reads one file")
+    if not is_dir and expect == "folder":
+        raise SourceUnreadable(f"{path}: not a folder; this source reads a folder")
+
+
+def open_regular(path: Location) -> BinaryIO:
     """`path` opened for binary reading, unbuffered; SourceUnreadable unless a regular file.
 
     O_NONBLOCK makes opening a FIFO return at once (instead of waiting for a writer), and the
     type is checked on the open descriptor, so a path swapped after a check is caught too.
+    An object in storage is opened through its filesystem, read ahead CHUNK bytes at a time.
     """
+    if storage.is_remote(path):
+        return _open_object(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -116,6 +148,28 @@ def open_regular(path: Path) -> BinaryIO:
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
     return os.fdopen(fd, "rb", buffering=0)
+
+
+def _open_object(path: UPath) -> BinaryIO:
+    try:
+        f = path.fs.open(path.path, "rb", block_size=CHUNK)
+    except FileNotFoundError:
+        raise SourceUnreadable(f"{path}: No such file or directory") from None
+    except IsADirectoryError:
+        raise SourceUnreadable(f"{path}: is a folder; this source reads one file") from None
+    except PermissionError:
+        raise SourceUnreadable(f"{path}: permission denied") from None
+    except OSError as e:
+        raise SourceUnreadable(f"{path}: {e}") from None
+    return cast(BinaryIO, f)
+
+
+def parquet_file(path: Location) -> pq.ParquetFile:
+    """A Parquet file's reader (its footer read): a local path, or an object opened through
+    its filesystem."""
+    if storage.is_remote(path):
+        return pq.ParquetFile(open_regular(path))
+    return pq.ParquetFile(path)
 
 
 # --- streams ------------------------------------------------------------------------------
@@ -173,7 +227,7 @@ class _Decoded(io.RawIOBase):
 
 @contextmanager
 def open_source(
-    path: Path,
+    path: Location,
     advance: Callable[[int], None] | None = None,
     set_total: Callable[[int | None], None] | None = None,
 ) -> Iterator[io.BufferedReader]:
@@ -186,7 +240,7 @@ def open_source(
     raw = open_regular(path)
     with raw:
         if set_total is not None:
-            set_total(os.fstat(raw.fileno()).st_size)
+            set_total(storage.size(raw))
         counted = io.BufferedReader(CountingReader(raw, advance or (lambda n: None)), CHUNK)
         try:
             gz = counted.peek(2)[:2] == GZIP_MAGIC
@@ -288,7 +342,7 @@ def unreadable(e: BaseException) -> str:
     return f"{UNREADABLE}: {e}; rest of file not read"
 
 
-def encoding_of(path: Path) -> str:
+def encoding_of(path: Location) -> str:
     """What open_source reads the file as ("UTF-8", "UTF-16-LE", "UTF-16-LE (no BOM)" ...)."""
     try:
         with open_source(path) as f:
@@ -297,7 +351,7 @@ def encoding_of(path: Path) -> str:
         return "UTF-8"
 
 
-def head_bytes(path: Path, size: int) -> tuple[bytes, str | None]:
+def head_bytes(path: Location, size: int) -> tuple[bytes, str | None]:
     """Up to `size` bytes from the start of the decoded text, and the read error met on the
     way (None when there was none): the readers meet that error again and report it."""
     head = b""
@@ -316,7 +370,7 @@ CR_SNIFF = 64 * 1024  # decoded bytes looked at to tell CR-only line ends
 SWAP_CRLF = bytes.maketrans(b"\r\n", b"\n\r")
 
 
-def cr_line_ends(path: Path) -> bool:
+def cr_line_ends(path: Location) -> bool:
     """True for a text file whose lines end in CR alone (classic Mac OS): its first 64 KiB
     hold a CR and no LF. Every reader and counter of lines (CSV, JSON lines) asks this, so
     they cut the same lines."""

@@ -15,14 +15,12 @@ pieces.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
@@ -33,10 +31,12 @@ from pipeline.ingest.opening import (
     SNIFF,
     cr_line_ends,
     open_regular,
+    parquet_file,
     utf16_guess,
 )
 from pipeline.ingest.sources import SOURCES
 from pipeline.secrets.masking import shown
+from pipeline.storage import Location
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Shard:
     k0: int = 0  # the number (across files) of file lo's first row group
 
 
-def plan(spec: SourceConfig, path: Path, shard_bytes: int) -> list[Shard | None]:
+def plan(spec: SourceConfig, path: Location, shard_bytes: int) -> list[Shard | None]:
     """The pieces `path` is read in; [None] (the whole source, one reader) unless its kind
     says how to cut it (Source.pieces: a table's row groups or lines) and it is big enough."""
     pieces = SOURCES[spec.kind].pieces
@@ -69,13 +69,13 @@ def plan(spec: SourceConfig, path: Path, shard_bytes: int) -> list[Shard | None]
     return [None]
 
 
-def _groups(paths: list[Path], shard_bytes: int) -> list[Shard | None]:
+def _groups(paths: list[Location], shard_bytes: int) -> list[Shard | None]:
     sizes: list[int] = []
     rows: list[int] = []
     file_of: list[int] = []  # the file of each row group
     first_group: list[int] = []  # the number of each file's first row group
     for i, p in enumerate(paths):
-        md = pq.ParquetFile(p).metadata
+        md = parquet_file(p).metadata
         first_group.append(len(sizes))
         for g in range(md.num_row_groups):
             sizes.append(md.row_group(g).total_byte_size)
@@ -99,13 +99,13 @@ def _groups(paths: list[Path], shard_bytes: int) -> list[Shard | None]:
     return out
 
 
-def _lines(path: Path, shard_bytes: int) -> list[Shard | None]:
+def _lines(path: Location, shard_bytes: int) -> list[Shard | None]:
     """Cuts right after the first newline at or past every `shard_bytes` bytes, each with
     the number of its first line (1 + the newlines before it)."""
     from pipeline.ingest.jsonio import detect_layout
 
     with open_regular(path) as f:
-        if os.fstat(f.fileno()).st_size <= shard_bytes:  # one piece: no need to count lines
+        if storage.size(f) <= shard_bytes:  # one piece: no need to count lines
             return [None]
         head = f.read(SNIFF)
         if (
@@ -156,7 +156,7 @@ COUNTERS = ("records", "items", "errors", "skipped")
 SUMS = ("reasons", "field_problems", "secrets")
 
 
-def read_piece(task: tuple[str, SourceConfig, Path, Shard | None], p: Params) -> Any:
+def read_piece(task: tuple[str, SourceConfig, Location, Shard | None], p: Params) -> Any:
     """Yields ({"items.parquet": batch, "errors.parquet": batch}, {"advance", "total"}) every
     `batch_size` records of one piece, then ({}, {"done": its counts, warnings and mapping
     state}); a failure that stops the source is ({}, {"raise": [kind, message]})."""

@@ -23,6 +23,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from pipeline import storage
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console
 from pipeline.errors import DataError
@@ -38,6 +39,7 @@ from pipeline.parts import Writer
 from pipeline.runs import StageFailed, input_fingerprint, input_state
 from pipeline.schema import ERROR_SCHEMA, ITEM_SCHEMA
 from pipeline.secrets.masking import mask, shown
+from pipeline.storage import Location
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
@@ -58,11 +60,21 @@ class IngestIOError(IngestFailed):
     exit_code = 3
 
 
-def source_path(cfg: Config, spec: SourceConfig) -> Path:
-    """A source's file or folder: its path, a relative one read from ingest.root if set."""
-    if not cfg.ingest.root:
+def source_path(cfg: Config, spec: SourceConfig) -> Location:
+    """A source's file or folder: its path, a relative one read from ingest.root if set;
+    an object in storage where either is a URL (pipeline/storage.py)."""
+    root = cfg.ingest.root
+    if storage.is_url(spec.path) or storage.is_url(root):
+        url = storage.join(root, spec.path) if root else spec.path
+        if not SOURCES[spec.kind].remote:
+            raise IngestIOError(
+                f"source {source_name(spec)!r} ({spec.kind}): {shown(url)}: this kind reads a "
+                "local path only; copy it to local disk first"
+            )
+        return storage.at(url, cfg.run.storage_options)
+    if not root:
         return cfg.resolve(spec.path)
-    return cfg.resolve(str(cfg.resolve(cfg.ingest.root) / Path(spec.path).expanduser()))
+    return cfg.resolve(str(cfg.resolve(root) / Path(spec.path).expanduser()))
 
 
 def source_name(spec: SourceConfig) -> str:
@@ -145,7 +157,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     return counts, {"conservation": {"kind": "records", "sources": per_source}}
 
 
-def _state(spec: SourceConfig, path: Path, run_dir: Path) -> Any:
+def _state(spec: SourceConfig, path: Location, run_dir: Path) -> Any:
     """The source's stat (runs.input_state), the run's own folder left out where the source
     folder holds it; None for a kind whose fingerprint is a pinned revision (git: its files
     may change, the history at the revision cannot)."""
@@ -153,7 +165,12 @@ def _state(spec: SourceConfig, path: Path, run_dir: Path) -> Any:
 
 
 def _check_unchanged(
-    spec: SourceConfig, name: str, path: Path, before: Any, recorded: str | None, run_dir: Path
+    spec: SourceConfig,
+    name: str,
+    path: Location,
+    before: Any,
+    recorded: str | None,
+    run_dir: Path,
 ) -> None:
     """IngestIOError (exit 3) unless the source is as it was fingerprinted and as it was when
     its read began: a file truncated or rewritten while it was read (restored or not) would

@@ -7,7 +7,9 @@ A source module declares what it reads and how:
   shared readers and helpers beside this package (jsonio, csvio, mapping, opening ...);
 - optionally `count(spec, path, limit) -> (records, unit) | None`: the input's own record
   count, which verify holds ingest to; `pieces(spec, path)`: how a big input is cut for
-  workers (shards.py); `rev(spec)`: the revision its content fingerprint pins (git).
+  workers (shards.py); `rev(spec)`: the revision its content fingerprint pins (git);
+  `remote = False` where its path must be local (a git repository, a saved dataset): an
+  object-storage URL is then refused before anything is read.
 
 A new kind is one module here, listed below, plus its tests; its name goes in the config's
 SourceKind (pipeline/config/vocab.py: the config does not import the readers), and a test
@@ -32,6 +34,7 @@ class Source:
     count: Callable[..., Any] | None = None
     pieces: Callable[..., Any] | None = None
     rev: Callable[..., Any] | None = None
+    remote: bool = True  # its path may be an object in storage (pipeline/storage.py)
 
     @classmethod
     def of(cls, module: ModuleType) -> Source:

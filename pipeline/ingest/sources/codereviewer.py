@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -37,6 +36,7 @@ from pipeline.ingest.jsonio import (
     require_str,
     type_name,
 )
+from pipeline.storage import Location
 
 EXPECTS = "file"  # one JSON-lines file
 
@@ -45,7 +45,7 @@ _NO_NEWLINE = "\\ No newline at end of file"
 _DROPPED_KEYS = ("oldf",)  # too large to keep in an error's raw, and never needed
 
 
-def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
+def read(spec: SourceConfig, path: Location, ctx: IngestContext) -> Iterator[Record | RecordError]:
     """One Record or RecordError per record (a non-blank line, an array element ...) of a
     CodeReviewer file."""
     seen = False
@@ -234,7 +234,7 @@ def _raw(obj: dict[str, Any], text: str | bytes) -> str | bytes:
         return ""
 
 
-def count(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str]:
+def count(spec: SourceConfig, path: Location, limit: int) -> tuple[int, str]:
     """The file's records by their own count (count.py), for verify; an empty file is the
     reader's one error record."""
     n, unit = count_json(path, limit)

@@ -27,6 +27,7 @@ from pipeline.ingest.gitpaths import _diff_path, _header_path, _unquote
 from pipeline.secrets.masking import mask
 
 EXPECTS = "folder"  # a repository's working tree or .git folder
+remote = False  # git reads a local repository
 
 __all__ = ["_diff_path", "_header_path", "_unquote", "read"]
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, RawItem, Record, RecordError
 from pipeline.ingest.count import count_json
 from pipeline.ingest.jsonio import iter_json_records
+from pipeline.storage import Location
 
 EXPECTS = "file"  # one JSON file of review comments (a REST dump)
 
@@ -212,7 +212,7 @@ def _parse_time(value: Any, problems: list[str] | None) -> datetime | None:
 # --- the source ---------------------------------------------------------------------------
 
 
-def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
+def read(spec: SourceConfig, path: Location, ctx: IngestContext) -> Iterator[Record | RecordError]:
     """One Record or RecordError per comment of a GitHub review-comments dump."""
     for ref, value, raw in iter_json_records(path, ctx):
         if isinstance(value, RecordError):
@@ -227,6 +227,6 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
             yield RecordError(ref, raw, e.reason, e.severity)
 
 
-def count(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str]:
+def count(spec: SourceConfig, path: Location, limit: int) -> tuple[int, str]:
     """The file's records by their own count (count.py), for verify."""
     return count_json(path, limit)

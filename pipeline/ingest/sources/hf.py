@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Record, RecordError, SourceUnreadable
 from pipeline.ingest.mapping import Mapper
 from pipeline.ingest.sources.table import sized_rows
+from pipeline.storage import Location
 
 EXPECTS = "any"  # a saved dataset's folder, or files a builder reads
+remote = False  # datasets reads a local saved dataset
 
 
-def _load(spec: SourceConfig, path: Path):
+def _load(spec: SourceConfig, path: Location):
     import datasets
 
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # a local read must never go online
@@ -44,7 +45,7 @@ def _load(spec: SourceConfig, path: Path):
         raise SourceUnreadable(f"{path}: load_dataset({spec.format!r}) failed: {e}") from None
 
 
-def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
+def read(spec: SourceConfig, path: Location, ctx: IngestContext) -> Iterator[Record | RecordError]:
     if not path.exists():
         raise SourceUnreadable(f"{path}: no such file or folder")
     mapper = Mapper(spec)

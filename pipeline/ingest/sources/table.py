@@ -7,11 +7,9 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Items, Record, RecordError, SourceUnreadable
@@ -26,15 +24,17 @@ from pipeline.ingest.opening import (
     head_bytes,
     open_regular,
     open_source,
+    parquet_file,
 )
 from pipeline.ingest.rowsize import oversized
+from pipeline.storage import Location
 
 EXPECTS = "any"  # a file, or a folder of Parquet parts (a stage output, a dataset's shards)
 
 SNIFF_BYTES = 8192
 
 
-def detect_format(path: Path, head: bytes) -> str:
+def detect_format(path: Location, head: bytes) -> str:
     """By extension first (".jsonl.gz" counts as ".jsonl"), then by the first bytes."""
     name = path.name.lower().removesuffix(".gz")
     for ext, fmt in (
@@ -57,7 +57,7 @@ def detect_format(path: Path, head: bytes) -> str:
     return "csv"
 
 
-def folder_parts(path: Path, spec: SourceConfig) -> list[Path]:
+def folder_parts(path: Location, spec: SourceConfig) -> list[Location]:
     """The Parquet files of a folder source (a stage output, a dataset's shards), in name
     order: one table, rows numbered across them. SourceUnreadable when it holds none."""
     if spec.format not in ("auto", "parquet"):
@@ -71,7 +71,7 @@ def folder_parts(path: Path, spec: SourceConfig) -> list[Path]:
     return parts
 
 
-def file_format(spec: SourceConfig, path: Path) -> str:
+def file_format(spec: SourceConfig, path: Location) -> str:
     """The configured format, or the one the name and first bytes tell (detect_format)."""
     with open_regular(path) as f:
         raw_head = f.read(SNIFF_BYTES)
@@ -79,7 +79,7 @@ def file_format(spec: SourceConfig, path: Path) -> str:
     return spec.format if spec.format != "auto" else detect_format(path, head)
 
 
-def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record | RecordError]:
+def read(spec: SourceConfig, path: Location, ctx: IngestContext) -> Iterator[Record | RecordError]:
     check_source_path(path, "any")
     mapper = Mapper(spec)
     if ctx.shard is not None:  # one piece of the source (shards.py)
@@ -104,7 +104,7 @@ def read(spec: SourceConfig, path: Path, ctx: IngestContext) -> Iterator[Record 
     mapper.check_mapped()
 
 
-def _warn_binary(path: Path, ctx: IngestContext) -> None:
+def _warn_binary(path: Location, ctx: IngestContext) -> None:
     """A warning for a text file that may not be one, or whose encoding was guessed."""
     enc = encoding_of(path)
     if enc.endswith("(no BOM)"):
@@ -116,13 +116,13 @@ def _warn_binary(path: Path, ctx: IngestContext) -> None:
         ctx.warn(f"{path.name}: NUL bytes in the first 8 KiB: is it a binary file?")
 
 
-def _read_shard(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
+def _read_shard(spec: SourceConfig, mapper: Mapper, path: Location, ctx: IngestContext):
     shard = ctx.shard
     if shard.kind == "groups":  # only the files holding its row groups are opened
         parts = folder_parts(path, spec) if path.is_dir() else [path]
         if shard.start == 0:  # the first piece warns for every file, as a whole read does
             for p in parts:
-                _warn_missing(spec, p, pq.read_schema(p).names, ctx)
+                _warn_missing(spec, p, parquet_file(p).schema_arrow.names, ctx)
         lo, hi = shard.files
         yield from _read_parquet(spec, mapper, parts[lo:hi], ctx, in_folder=path.is_dir())
         return
@@ -153,7 +153,7 @@ def _mapped(
         yield obj if isinstance(obj, RecordError) else mapper(obj, ref)
 
 
-def _read_json(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
+def _read_json(spec: SourceConfig, mapper: Mapper, path: Location, ctx: IngestContext):
     seen = False
     for rec in _mapped(mapper, iter_json_records(path, ctx, True)):
         seen = True
@@ -162,11 +162,11 @@ def _read_json(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContex
         yield RecordError("file", "", EMPTY, "skip")
 
 
-def csv_delimiter(spec: SourceConfig, path: Path) -> str:
+def csv_delimiter(spec: SourceConfig, path: Location) -> str:
     return "\t" if path.name.lower().removesuffix(".gz").endswith(".tsv") else spec.csv_delimiter
 
 
-def _read_csv(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext):
+def _read_csv(spec: SourceConfig, mapper: Mapper, path: Location, ctx: IngestContext):
     csv.field_size_limit(max(csv.field_size_limit(), ctx.max_record_bytes + 2))
     header: list[str] | None = None
     row_no = 0
@@ -187,7 +187,7 @@ def _read_csv(spec: SourceConfig, mapper: Mapper, path: Path, ctx: IngestContext
         yield RecordError("file", "", EMPTY, "skip")
 
 
-def _warn_repeated(path: Path, names: list[str], ctx: IngestContext) -> None:
+def _warn_repeated(path: Location, names: list[str], ctx: IngestContext) -> None:
     """A row is read as {name: value}, so of columns sharing a name only the last is read."""
     repeated = sorted(c for c, n in Counter(names).items() if n > 1)
     if repeated:
@@ -197,7 +197,7 @@ def _warn_repeated(path: Path, names: list[str], ctx: IngestContext) -> None:
         )
 
 
-def _check_header(spec: SourceConfig, path: Path, header: list[str], ctx: IngestContext):
+def _check_header(spec: SourceConfig, path: Location, header: list[str], ctx: IngestContext):
     _warn_repeated(path, header, ctx)
     fields = mapped_columns(spec).items()
     missing = sorted({col for name, col in fields if name in spec.fields and col not in header})
@@ -223,7 +223,7 @@ def _csv_row(mapper: Mapper, ref: str, row: list[str], raw: bytes, header: list[
 
 
 def _read_parquet(
-    spec: SourceConfig, mapper: Mapper, paths: list[Path], ctx: IngestContext, in_folder=False
+    spec: SourceConfig, mapper: Mapper, paths: list[Location], ctx: IngestContext, in_folder=False
 ):
     """Rows by row group, file after file, numbered across them; a row group that cannot be
     decoded is an error per row it holds (the footer says how many), and the next group reads
@@ -233,7 +233,7 @@ def _read_parquet(
     files = []
     for path in paths:
         try:
-            files.append((path, pq.ParquetFile(path)))
+            files.append((path, parquet_file(path)))
         except (pa.ArrowException, OSError) as e:
             with open_regular(path) as f:
                 ref = f"file {path.name}" if in_folder else "file"
@@ -269,7 +269,7 @@ def _read_parquet(
             row = end
 
 
-def _warn_missing(spec: SourceConfig, path: Path, names: list[str], ctx: IngestContext) -> None:
+def _warn_missing(spec: SourceConfig, path: Location, names: list[str], ctx: IngestContext) -> None:
     _warn_repeated(path, names, ctx)
     missing = sorted({c for n, c in mapped_columns(spec).items() if n in spec.fields} - set(names))
     if missing:
@@ -318,7 +318,7 @@ def _has_surrogates(s: str) -> bool:
     return False
 
 
-def pieces(spec: SourceConfig, path: Path) -> tuple[str, list[Path]] | None:
+def pieces(spec: SourceConfig, path: Location) -> tuple[str, list[Location]] | None:
     """How shards.py may cut the table for workers: its Parquet files by row groups
     ("groups"), a JSON-lines file at line starts ("lines"), or None (one reader)."""
     if path.is_dir():
@@ -331,7 +331,7 @@ def pieces(spec: SourceConfig, path: Path) -> tuple[str, list[Path]] | None:
     return None
 
 
-def count(spec: SourceConfig, path: Path, limit: int) -> tuple[int, str]:
+def count(spec: SourceConfig, path: Location, limit: int) -> tuple[int, str]:
     """The table's records by their own count (count.py), for verify."""
     if path.is_dir():  # a folder of Parquet parts
         return sum(count_parquet(p) for p in folder_parts(path, spec)), "Parquet rows (footers)"

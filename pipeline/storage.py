@@ -1,0 +1,112 @@
+"""Where an input lives: a local path, or an object in storage named by a URL.
+
+A URL (`s3://bucket/in/edits.jsonl.gz`, `gs://...`, `az://...`, any scheme fsspec knows) is
+read through fsspec as a `UPath` (universal_pathlib): the path methods the readers use
+(`name`, `is_dir`, `glob`, `/`) work on it as on a local `Path`, and it pickles with its
+options, so a Ray worker opens its own piece of the object. Credentials and endpoints come
+from the standard sources (the `AWS_*` environment variables, `AWS_ENDPOINT_URL` included, a
+profile, instance metadata), and `run.storage_options` for anything else (passed to the
+filesystem, e.g. `{endpoint_url = "http://minio:9000"}` for s3).
+
+A filesystem's implementation is its own package (s3fs for s3://, gcsfs for gs://): a URL
+whose package is missing is one line naming what to install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+from pipeline.errors import EnvError
+
+if TYPE_CHECKING:  # fsspec and upath are imported when a URL is first read (CLI start-up)
+    from typing_extensions import TypeIs
+    from upath import UPath
+
+# a path or an object in storage: what a source's path resolves to
+Location = Union[Path, "UPath"]  # noqa: UP007 (a runtime alias: no `|` with a forward ref)
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# what a scheme's fsspec implementation is installed as, where its package name differs
+_PACKAGE = {
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "az": "adlfs",
+    "abfs": "adlfs",
+}
+
+
+def scheme(s: str | Path) -> str | None:
+    """The URL scheme of `s` ("s3"), None for a local path (`file://` included)."""
+    m = _SCHEME.match(str(s)) if isinstance(s, str) else None
+    return None if m is None or m.group(1).lower() == "file" else m.group(1).lower()
+
+
+def is_url(s: str | Path) -> bool:
+    return scheme(s) is not None
+
+
+def is_remote(p: Location) -> TypeIs[UPath]:
+    """An object in storage (not a local path)."""
+    return not isinstance(p, Path)  # (a local UPath is a Path)
+
+
+def at(url: str, options: dict[str, Any] | None = None) -> UPath:
+    """The object (or prefix) a URL names, read with `options` (run.storage_options);
+    EnvError naming the package to install when the scheme's implementation is missing."""
+    from upath import UPath
+
+    try:
+        return UPath(url, **(options or {}))
+    except ImportError as e:
+        name = scheme(url) or url
+        package = _PACKAGE.get(name, f"the fsspec implementation of {name}://")
+        raise EnvError(f"{url}: reading {name}:// needs {package} (pip install {package})") from e
+    except (ValueError, TypeError) as e:  # an unknown scheme, or options it does not take
+        raise EnvError(f"{url}: {e}") from None
+
+
+def join(base: str, rel: str) -> str:
+    """`rel` read from URL `base` (a prefix): `rel` itself when it is a URL."""
+    return rel if is_url(rel) else f"{base.rstrip('/')}/{rel.lstrip('/')}"
+
+
+def size(f: Any) -> int:
+    """Bytes of an open file: a local one's by fstat, an object's as its store says."""
+    fileno = getattr(f, "fileno", None)
+    if fileno is not None:
+        try:
+            return os.fstat(fileno()).st_size
+        except (OSError, ValueError):
+            pass
+    return int(f.size)
+
+
+def objects(p: UPath) -> list[tuple[str, int, str]]:
+    """(name relative to `p`, size, version) of the object `p` names, or of every object
+    under the prefix, in name order. The version is what the store lists of the object (its
+    ETag or hash, its time) hashed: any write changes it, so equal lists before and after a
+    read mean nothing read was replaced in between. One listing, no object read."""
+    from fsspec.utils import tokenize
+
+    p.fs.invalidate_cache(p.path)  # a cached listing may predate a write
+    if p.fs.isdir(p.path):
+        found = p.fs.find(p.path, detail=True)
+        base = p.path.rstrip("/") + "/"
+        rows = [(k.removeprefix(base), v) for k, v in found.items() if v.get("type") != "directory"]
+    else:
+        rows = [("", p.fs.info(p.path))]
+    return sorted((name, int(info.get("size") or 0), tokenize(info)) for name, info in rows)
+
+
+def fingerprint(p: UPath) -> str:
+    """A fingerprint of an object or prefix: its objects' names, sizes and versions."""
+    h = hashlib.sha256()
+    for name, n, ver in objects(p):
+        h.update(f"{name}\0{n}\0{ver}\n".encode())
+    return "object:" + h.hexdigest()
