@@ -280,6 +280,7 @@ class Run:
                 },
                 "wall_s": m.get("wall_s"),
                 "cpu_s": m.get("cpu_s"),
+                "workers_cpu_s": m.get("workers_cpu_s", 0.0),
                 "peak_rss_mib": m.get("peak_rss_mib"),
             }
         return {

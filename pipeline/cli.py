@@ -228,16 +228,22 @@ def run_all(
 def _cpu_parts(
     summary: dict, startup: float, ran: float, verified: float, end: float
 ) -> dict[str, float]:
-    """The command's CPU time in parts that sum to the process's own (user + system, threads
-    and finished children included): the stages run now (their manifests' cpu_s), the work
-    between them (config, keys, input hashing, each stage's output check), the final verify,
-    the report, and the start-up before the command (interpreter, imports)."""
-    stages = sum(v["cpu_s"] or 0.0 for v in summary["stages"].values() if v["skipped"] is False)
+    """The command's CPU time in parts that sum to its total: the process's own (user +
+    system, threads and finished children included) and, on Ray, what the workers spent on
+    its tasks (`workers`). The parts: the stages run now (their manifests' cpu_s, workers
+    included), the work between them (config, keys, input hashing, each stage's output
+    check), the final verify, the report, and the start-up before the command (interpreter,
+    imports)."""
+    now = [v for v in summary["stages"].values() if v["skipped"] is False]
+    stages = sum(v["cpu_s"] or 0.0 for v in now)
+    workers = sum(v.get("workers_cpu_s") or 0.0 for v in now)
     parts = {
+        "total": end + workers,
         "process": end,
+        "workers": workers,
         "startup": startup,
         "stages": stages,
-        "between_stages": ran - startup - stages,
+        "between_stages": ran - startup - (stages - workers),
         "verify": verified - ran,
         "report": end - verified,
     }

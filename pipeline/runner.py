@@ -31,10 +31,10 @@ from rich.text import Text
 from pipeline.config import Config
 from pipeline.console import console, progress
 from pipeline.errors import DataError
-from pipeline.executors import batches
+from pipeline.executors import batches, worker_cpu_s, writer
 from pipeline.executors.contract import merge
 from pipeline.jit import none_cached, uncached_kernels
-from pipeline.parts import Parts, Writer, read_schema, remove, replace_tree
+from pipeline.parts import Parts, read_schema, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
     StageRun,
@@ -215,7 +215,7 @@ def run_stage(
             remove(sr.dir / out.name)
     _say_compiling(stage)
     reset_peak_rss()
-    cpu0 = cpu_seconds()
+    cpu0, workers0 = cpu_seconds(), worker_cpu_s()
     io = StageIO(cfg, stage, sr)
     if stage.map is not None:
         counts, extra = _run_map(stage, cfg, io)
@@ -232,7 +232,11 @@ def run_stage(
             "input": f"../{stage.reads[0]}",
             "outputs": stage.leaves,
         }
-    extra["cpu_s"] = round(cpu_seconds() - cpu0, 3)
+    # this process's CPU and, on Ray, what the workers spent on the stage's tasks
+    workers = worker_cpu_s() - workers0
+    extra["cpu_s"] = round(cpu_seconds() - cpu0 + workers, 3)
+    if workers:
+        extra["workers_cpu_s"] = round(workers, 3)
     if (peak := peak_rss_mib()) is not None:
         extra["peak_rss_mib"] = peak
     manifest = sr.finish(counts, extra)
@@ -375,10 +379,10 @@ def _run_map(stage: Stage, cfg: Config, io: StageIO) -> tuple[dict[str, Any], di
                 raise StageFailed(f"output {o.name}: a map stage must declare its schema")
             schemas[o.name] = want
     with ExitStack() as stack:
-        out = Writer(io.sink, schemas, size, stack)
+        out = writer(cfg.run, io.sink, schemas, size, stack)
         bar = stack.enter_context(io.progress())
         task = bar.add_task(stage.name + where, total=Parts(src).num_rows)
-        for outs, counts, rows in batches(cfg, src, fn, ctx, size):
+        for outs, counts, rows in batches(cfg, src, fn, ctx, size, held=schemas):
             out.add(outs)
             merge(totals, counts)
             bar.advance(task, rows)

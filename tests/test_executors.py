@@ -35,6 +35,46 @@ def test_the_ray_executor_writes_the_same_bytes_as_the_local_one(tmp_path, ray_l
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+def test_on_ray_the_workers_write_the_parts_and_their_cpu_is_counted(
+    tmp_path, ray_local, monkeypatch
+):
+    """Ingest's and the filter's outputs never pass through the driver: with the driver's
+    part writer broken, a Ray run writes the local run's bytes; the manifests count the
+    workers' CPU time in the stage's."""
+    import json
+
+    from pipeline.executors.ray import Held, RayParts
+    from pipeline.parts import PartSink
+
+    over = {"filter.batch_size": 37, "ingest.batch_size": 11, "run.part_rows": 50}
+    local = Pipeline.from_config(
+        SAMPLE, overrides={**over, "run.root": str(tmp_path), "run.name": "local"}
+    ).run(until="filter")
+
+    def not_here(*a, **k):
+        raise AssertionError("the driver wrote rows of a part")
+
+    add = RayParts.add
+
+    def only_held(self, outs):  # rows the workers keep, never tables in the driver
+        assert all(isinstance(v, Held) for v in outs.values()), outs
+        add(self, outs)
+
+    monkeypatch.setattr(PartSink, "write_table", not_here)
+    monkeypatch.setattr(RayParts, "add", only_held)
+    ray = Pipeline.from_config(
+        SAMPLE,
+        overrides={**over, "run.root": str(tmp_path), "run.name": "ray", "run.executor": "ray"},
+    ).run(until="filter")
+    files = sorted(p.relative_to(local.path) for p in local.path.rglob("*.parquet") if p.is_file())
+    assert len(files) >= 8
+    for rel in files:
+        assert (local.path / rel).read_bytes() == (ray.path / rel).read_bytes(), rel
+    for stage in ("ingest", "filter"):
+        m = json.loads((ray.path / stage / "manifest.json").read_text())
+        assert 0 < m["workers_cpu_s"] <= m["cpu_s"]
+
+
 def test_ray_missing_is_one_clear_line(monkeypatch, tmp_path):
     import builtins
 

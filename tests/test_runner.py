@@ -287,9 +287,10 @@ def test_json_cpu_parts_sum_to_the_process_own_cpu(tmp_path):
         peaks = [v["peak_rss_mib"] for v in summary["stages"].values()]
         assert all(0 < p <= usage.ru_maxrss / 1024 for p in peaks), peaks
     parts = ("startup", "stages", "between_stages", "verify", "report")
-    assert set(cpu) == {"process", *parts}
+    assert set(cpu) == {"total", "process", "workers", *parts}
     assert min(cpu.values()) >= 0 and cpu["stages"] > 0 and cpu["report"] > 0
-    assert abs(sum(cpu[k] for k in parts) - cpu["process"]) < 0.01
+    assert cpu["workers"] == 0 and cpu["total"] == cpu["process"]  # no Ray: no workers
+    assert abs(sum(cpu[k] for k in parts) - cpu["total"]) < 0.01
     assert (
         0.75 * (usage.ru_utime + usage.ru_stime)
         <= cpu["process"]

@@ -3,12 +3,14 @@
 `batches(cfg, src, fn, ctx, size)` runs `fn(batch, ctx) -> (outputs, counts)` over `size`-row
 batches of a Parquet output; `tasks(cfg, todo, fn, ctx)` runs a generator `fn(task, ctx)` per
 task (ingest's pieces of a source). Results come back in input order whichever executor ran
-them. Executors only decide where work runs: the runner writes a map stage's outputs (filter)
-through `parts.Writer`, which re-chunks them into row groups of exactly the stage's batch size,
-so files are byte-identical whichever executor ran (Ray's workers see the local batches too:
-Parts.spans); whole-stage steps call `batches` for their own per-item work (decontaminate's
-matching, export's split files) and do the rest in the driver. What the executors are handed
-and give back is in contract.py.
+them. Executors only decide where work runs: the runner writes a map stage's outputs (filter), and
+ingest its own, through `writer`, which re-chunks them into row groups of exactly the stage's
+batch size, so files are byte-identical whichever executor ran (Ray's workers see the local
+batches too: Parts.spans). Asked with `held` (the outputs' schemas), `batches` and `tasks`
+on Ray leave the outputs with the workers, and `writer`'s parts are written by workers:
+nothing a stage writes passes through the driver. Whole-stage steps call `batches` for their
+own per-item work (decontaminate's matching, export's split files) and do the rest in the
+driver. What the executors are handed and give back is in contract.py.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pipeline.executors.contract import BatchFn, Result, TaskFn
-from pipeline.parts import Parts
+from pipeline.parts import Parts, Writer
 
 if TYPE_CHECKING:
     from pipeline.config import Config, RunConfig
@@ -36,15 +38,17 @@ def batches(
     size: int,
     columns: list[str] | None = None,
     threads: int = 1,
+    held: dict[str, pa.Schema] | None = None,
 ) -> Iterator[Result]:
     """fn over `size`-row batches of `src` (only `columns`), in input order, on the
     configured executor (run.executor). Locally, `threads` > 1 runs that many batches at
     once on threads: for steps whose kernels release the GIL (numba, polars), so one batch's
-    work overlaps the next one's."""
+    work overlaps the next one's. `held`: outputs go only to `writer` (on Ray they stay
+    with the workers)."""
     if cfg.run.executor == "ray":
         from pipeline.executors.ray import ray_batches
 
-        yield from ray_batches(cfg, src, fn, ctx, size, columns)
+        yield from ray_batches(cfg, src, fn, ctx, size, columns, held)
         return
 
     def done(res: tuple[dict[str, Any], dict[str, Any]], rows: int) -> Result:
@@ -84,15 +88,23 @@ def in_order(
 
 
 def tasks(
-    run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any
+    run: RunConfig,
+    todo: list[Any],
+    fn: TaskFn,
+    ctx: Any,
+    held: dict[str, pa.Schema] | None = None,
 ) -> Generator[tuple[dict, dict], None, None]:
     """What fn yields for each task of `todo`, task after task, in order, on the configured
     executor: for work whose input is not a Parquet output (ingest's pieces of a source).
-    On Ray each task runs on some worker, as many at once as it has CPUs."""
+    On Ray each task runs on some worker, as many at once as it has CPUs. `held`: outputs
+    go only to `writer` (on Ray they stay with the workers)."""
     if run.executor == "ray":
-        from pipeline.executors.ray import ray_tasks
+        from pipeline.executors.ray import ray_held, ray_tasks
 
-        yield from ray_tasks(run, todo, fn, ctx)
+        if held is not None:
+            yield from ray_held(run, todo, fn, ctx, held)
+        else:
+            yield from ray_tasks(run, todo, fn, ctx)
         return
     for task in todo:
         for outs, counts in fn(task, ctx):
@@ -103,3 +115,27 @@ def _local(b: Any) -> Any:
     """A local map output as the step returned it (a polars frame stays one), batches as
     tables."""
     return pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b
+
+
+def writer(
+    run: RunConfig,
+    sink: Callable[[str, pa.Schema], Any],
+    schemas: dict[str, pa.Schema],
+    size: int,
+    stack: Any,
+) -> Any:
+    """A stage's writer of outputs `schemas` (parts.Writer's `add` and `close`): in this
+    process, or on Ray by the workers (executors.ray.RayParts), for `held` results."""
+    if run.executor == "ray":
+        from pipeline.executors.ray import RayParts
+
+        return RayParts(run, sink, schemas, size, stack)
+    return Writer(sink, schemas, size, stack)
+
+
+def worker_cpu_s() -> float:
+    """CPU seconds Ray workers spent on this process's tasks so far (0 without Ray)."""
+    import sys
+
+    ray_executor = sys.modules.get("pipeline.executors.ray")
+    return ray_executor.worker_cpu_s() if ray_executor is not None else 0.0

@@ -1,23 +1,34 @@
-"""The Ray executor: per-batch work as Ray Data tasks (one block each -> `map_batches`).
+"""The Ray executor: per-batch work as Ray tasks.
 
 Ray (`pip install 'editcurate[ray]'`) is started once per process: `ray.init(address=...)`
-with `run.ray_address`, or a local instance with `run.num_cpus` CPUs. Every batch's outputs
-come back to the driver as Arrow IPC, tagged with their task, are put in input order and
-written by the stage exactly as local results are, so the files are byte-identical.
+with `run.ray_address`, or a local instance with `run.num_cpus` CPUs.
+
+Outputs a stage writes (a map stage's, ingest's) never pass through the driver: each task
+(`_produce`) keeps its rows in Ray's object store and tells the driver only their counts
+(`Held`); `RayParts`, the stage's writer, cuts the rows into the output's parts and has a
+worker write each part (`_write_part`) in the row groups a local run writes, so the files are
+byte-identical. Results a stage uses itself (`batches` for dedup's, decontaminate's, export's
+per-item work) come back to the driver as Arrow IPC from Ray Data tasks, tagged with their
+task, in input order. Every task reports the CPU time its worker spent on it
+(`worker_cpu_s`), which the stage's manifest counts with the driver's.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.errors import EnvError
 from pipeline.executors.contract import BatchFn, Result, TaskFn
-from pipeline.parts import Parts, Span, as_table, read_span
+from pipeline.parts import Parts, PartSink, Span, as_table, part_name, read_span
 
 if TYPE_CHECKING:
     from pipeline.config import Config, RunConfig
@@ -86,19 +97,36 @@ def _unpack(res: pa.Table) -> Iterator[tuple[dict[str, Any], dict[str, Any], int
 
 
 ROWS = "__rows"  # a batch's rows, passed with its counts (and taken out here)
+CPU = "__cpu_s"  # a Ray Data task's CPU time, passed with its end mark (and taken out here)
+_worker_cpu = [0.0]  # CPU seconds the workers reported for this process's tasks
+
+
+def worker_cpu_s() -> float:
+    """CPU seconds Ray workers have spent on this process's tasks so far (user + system of
+    each worker process while it ran one of them)."""
+    return _worker_cpu[0]
 
 
 def ray_batches(
-    cfg: Config, src: Path, fn: BatchFn, ctx: Any, size: int, columns: list[str] | None
+    cfg: Config,
+    src: Path,
+    fn: BatchFn,
+    ctx: Any,
+    size: int,
+    columns: list[str] | None,
+    held: dict[str, pa.Schema] | None = None,
 ) -> Iterator[Result]:
     """fn over the `size`-row batches a local run sees, on Ray, yielded in input order: one
     task per span of consecutive batches (Parts.spans), which its worker reads itself (only
     `columns`; a row group decoded at most twice). Not Ray's read_parquet: with a column
     selection, Ray Data 2.60 gave a part's row groups out of order (a 262,144-row part read
     as two blocks, the second first) despite preserve_order, and rows would have been
-    numbered wrong."""
+    numbered wrong. With `held` (the outputs' schemas), outputs stay with the workers
+    (`Held`, for RayParts)."""
     spans = Parts(src).spans(size)
-    for outs, counts in ray_tasks(cfg.run, spans, _span_task, (fn, ctx, columns, size)):
+    run = ray_held if held is not None else ray_tasks
+    extra = (held,) if held is not None else ()
+    for outs, counts in run(cfg.run, spans, _span_task, (fn, ctx, columns, size), *extra):
         rows = counts.pop(ROWS)
         yield outs, counts, rows
 
@@ -123,16 +151,28 @@ def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator
 
     def udf(batch: pa.Table) -> Iterator[pa.Table]:
         for k in batch["task"].to_pylist():
+            spent = 0.0
+            t0 = time.process_time()
             for outs, counts in fn(todo[k], ctx):
+                spent += time.process_time() - t0
                 yield _pack(outs, counts, k)
-            yield _pack({}, {}, k, end=True)
+                t0 = time.process_time()
+            yield _pack({}, {CPU: spent + time.process_time() - t0}, k, end=True)
 
     items = rd.from_items([{"task": k} for k in range(len(todo))], override_num_blocks=len(todo))
     ds = items.map_batches(udf, batch_format="pyarrow", batch_size=1)
     tagged = (
         r for res in ds.iter_batches(batch_format="pyarrow", batch_size=None) for r in _unpack(res)
     )
-    yield from in_task_order(tagged, len(todo))
+    yield from in_task_order(_count_cpu(tagged), len(todo))
+
+
+def _count_cpu(tagged: Iterable[tuple[dict, dict, int, bool]]) -> Iterator[tuple]:
+    """The results, the CPU time each task's end mark reports added to worker_cpu_s."""
+    for outs, counts, k, end in tagged:
+        if end:
+            _worker_cpu[0] += counts.pop(CPU, 0.0)
+        yield outs, counts, k, end
 
 
 def in_task_order(
@@ -163,3 +203,185 @@ def _jsonable(counts: Any) -> Any:
     if isinstance(counts, dict):
         return {str(k): _jsonable(v) for k, v in counts.items()}
     return counts
+
+
+# --------------------------------------------------------- outputs written by the workers
+
+
+@dataclass(frozen=True)
+class Held:
+    """Rows [start, start + rows) of output `name` that a task made, left in Ray's object
+    store: `ref` is the task's {output name: table}."""
+
+    ref: Any
+    name: str
+    start: int
+    rows: int
+
+    def head(self, n: int) -> Held:
+        return Held(self.ref, self.name, self.start, n)
+
+    def tail(self, n: int) -> Held:
+        """All but the first n rows."""
+        return Held(self.ref, self.name, self.start + n, self.rows - n)
+
+
+def _produce(
+    task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]
+) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """One task run whole on a worker: (what the driver needs: each result's counts and
+    where its rows lie in the tables, the worker's CPU time; the tables, one per output,
+    cast to the declared schemas, as the local Writer casts them)."""
+    fn, ctx, schemas = job
+    t0 = time.process_time()
+    tables: dict[str, list[pa.Table]] = {n: [] for n in schemas}
+    rows = dict.fromkeys(schemas, 0)
+    results = []
+    for outs, counts in fn(task, ctx):
+        where = {}
+        for name, b in outs.items():
+            t = as_table(b).cast(schemas[name])
+            where[name] = (rows[name], t.num_rows)
+            rows[name] += t.num_rows
+            tables[name].append(t)
+        results.append((where, counts))
+    out = {n: pa.concat_tables(ts) if ts else schemas[n].empty_table() for n, ts in tables.items()}
+    return {"results": results, "cpu_s": time.process_time() - t0}, out
+
+
+def _window(ray: Any) -> int:
+    """Tasks in flight at once: two per CPU of the cluster, so workers never wait on the
+    driver and the object store holds a bounded number of tasks' outputs."""
+    return max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+
+
+def _get(ray: Any, ref: Any) -> Any:
+    """ray.get, a task's exception raised as itself (a StageFailed stays one)."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        raise e.as_instanceof_cause() from None
+
+
+def ray_held(
+    run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any, schemas: dict[str, pa.Schema]
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """What fn yields for each task, task after task, as `ray_tasks` gives it, except that
+    outputs stay with the workers: each output a `Held` (RayParts writes them)."""
+    if not todo:
+        return
+    ray = ensure_ray(run)
+    produce = ray.remote(num_cpus=1, num_returns=2)(_produce)
+    job = ray.put((fn, ctx, schemas))
+    pending: deque[tuple[Any, Any]] = deque()
+    window = _window(ray)
+    tasks = iter(todo)
+    for task in tasks:
+        pending.append(produce.remote(task, job))
+        if len(pending) >= window:
+            break
+    while pending:
+        meta_ref, data = pending.popleft()
+        nxt = next(tasks, None)
+        if nxt is not None:
+            pending.append(produce.remote(nxt, job))
+        meta = _get(ray, meta_ref)
+        _worker_cpu[0] += meta["cpu_s"]
+        for where, counts in meta["results"]:
+            outs = {n: Held(data, n, s, r) for n, (s, r) in where.items() if r}
+            yield outs, counts
+
+
+def _write_part(
+    spec: tuple[str, pa.Schema, dict[str, Any], int, int],
+    pieces: list[tuple[str, int, int]],
+    *tables: dict[str, pa.Table],
+) -> float:
+    """Part file `path` from the pieces' rows, in row groups cut where a local run cuts
+    them (at every `size` rows of the whole output; this part's first row is `first`), each
+    one chunk (parts.Writer); the worker's CPU time."""
+    t0 = time.process_time()
+    path, schema, opts, size, first = spec
+    rows = [t[name].slice(start, n) for (name, start, n), t in zip(pieces, tables, strict=True)]
+    whole = pa.concat_tables(rows)
+    with pq.ParquetWriter(path, schema, **opts) as w:
+        at = 0
+        while at < whole.num_rows:
+            end = min(whole.num_rows, ((first + at) // size + 1) * size - first)
+            group = whole.slice(at, end - at).combine_chunks()
+            w.write_table(group, row_group_size=max(group.num_rows, 1))
+            at = end
+    return time.process_time() - t0
+
+
+class RayParts:
+    """parts.Writer's work on Ray: outputs (`Held` rows, or tables the driver made, which
+    are put in the object store) are cut into parts of run.part_rows rows, each written by
+    a worker into the sink's temp folder; `close` waits for them, and the sinks rename the
+    folders into place as for a local run."""
+
+    def __init__(
+        self,
+        run: RunConfig,
+        sink: Callable[[str, pa.Schema], Any],
+        schemas: dict[str, pa.Schema],
+        size: int,
+        stack: Any,
+    ):
+        self.ray = ensure_ray(run)
+        self.write = self.ray.remote(num_cpus=1)(_write_part)
+        self.size = size
+        self.schemas = schemas
+        self.sinks: dict[str, PartSink] = {
+            n: stack.enter_context(sink(n, s)) for n, s in schemas.items()
+        }
+        self.queue: dict[str, deque[Held]] = {n: deque() for n in schemas}
+        self.queued = dict.fromkeys(schemas, 0)
+        self.jobs: deque[Any] = deque()
+        self.window = _window(self.ray)
+
+    def add(self, outs: dict[str, Any]) -> None:
+        for name, b in outs.items():
+            if not isinstance(b, Held):  # made in the driver (ingest's record of an empty file)
+                t = as_table(b).cast(self.schemas[name])
+                b = Held(self.ray.put({name: t}), name, 0, t.num_rows)
+            if not b.rows:
+                continue
+            self.queue[name].append(b)
+            self.queued[name] += b.rows
+            part = self.sinks[name].part_rows
+            while self.queued[name] >= part:
+                self._part(name, part)
+
+    def _part(self, name: str, rows: int) -> None:
+        """The next part of output `name`: the first `rows` rows queued."""
+        sink, queue = self.sinks[name], self.queue[name]
+        pieces: list[Held] = []
+        left = rows
+        while left:
+            h = queue.popleft()
+            if h.rows > left:
+                queue.appendleft(h.tail(left))
+                h = h.head(left)
+            pieces.append(h)
+            left -= h.rows
+        spec = (
+            str((sink.tmp / part_name(sink.k)).absolute()),  # workers' cwd may differ
+            sink.schema,
+            sink.opts,
+            self.size,
+            sink.k * sink.part_rows,
+        )
+        where = [(h.name, h.start, h.rows) for h in pieces]
+        self.jobs.append(self.write.remote(spec, where, *[h.ref for h in pieces]))
+        sink.k += 1
+        self.queued[name] -= rows
+        while len(self.jobs) > self.window:
+            _worker_cpu[0] += _get(self.ray, self.jobs.popleft())
+
+    def close(self) -> None:
+        for name in self.schemas:
+            if self.queued[name]:
+                self._part(name, self.queued[name])
+        while self.jobs:
+            _worker_cpu[0] += _get(self.ray, self.jobs.popleft())

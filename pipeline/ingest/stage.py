@@ -27,7 +27,7 @@ from pipeline import storage
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console
 from pipeline.errors import DataError
-from pipeline.executors import tasks
+from pipeline.executors import tasks, writer
 from pipeline.ingest import shards
 from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
 from pipeline.ingest.mapping import ALIASES, input_field
@@ -118,7 +118,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     )
     schemas = {"items.parquet": ITEM_SCHEMA, "errors.parquet": ERROR_SCHEMA}
     with ExitStack() as stack:
-        out = Writer(io.sink, schemas, cfg.ingest.batch_size, stack)
+        out = writer(cfg.run, io.sink, schemas, cfg.ingest.batch_size, stack)
         bar = stack.enter_context(io.progress())
         for i, (spec, name) in enumerate(zip(cfg.ingest.sources, source_names(cfg), strict=True)):
             path = source_path(cfg, spec)
@@ -129,7 +129,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             task = bar.add_task(escape(f"ingest {name}"), total=None if first is None else first.of)
             tally = shards.Tally()
             todo = [(name, spec, path, piece) for piece in pieces]
-            results = stack.enter_context(closing(tasks(cfg.run, todo, shards.read_piece, params)))
+            work = tasks(cfg.run, todo, shards.read_piece, params, held=schemas)
+            results = stack.enter_context(closing(work))
             for outs, c in results:
                 if "raise" in c:
                     raise _failure(c["raise"], spec, i)
