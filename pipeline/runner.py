@@ -31,7 +31,7 @@ from rich.text import Text
 from pipeline.config import Config
 from pipeline.console import console, progress
 from pipeline.errors import DataError
-from pipeline.executors import batches, worker_cpu_s, writer
+from pipeline.executors import batches, worker_cpu_s, worker_nodes, writer
 from pipeline.executors.contract import merge
 from pipeline.jit import none_cached, uncached_kernels
 from pipeline.parts import Parts, read_schema, remove, replace_tree
@@ -215,7 +215,7 @@ def run_stage(
             remove(sr.dir / out.name)
     _say_compiling(stage)
     reset_peak_rss()
-    cpu0, workers0 = cpu_seconds(), worker_cpu_s()
+    cpu0, workers0, nodes0 = cpu_seconds(), worker_cpu_s(), worker_nodes()
     io = StageIO(cfg, stage, sr)
     if stage.map is not None:
         counts, extra = _run_map(stage, cfg, io)
@@ -237,6 +237,9 @@ def run_stage(
     extra["cpu_s"] = round(cpu_seconds() - cpu0 + workers, 3)
     if workers:
         extra["workers_cpu_s"] = round(workers, 3)
+    nodes = {n: k - nodes0.get(n, 0) for n, k in worker_nodes().items() if k > nodes0.get(n, 0)}
+    if nodes:  # on Ray: the tasks that wrote its outputs, per node
+        extra["ray_nodes"] = dict(sorted(nodes.items()))
     if (peak := peak_rss_mib()) is not None:
         extra["peak_rss_mib"] = peak
     manifest = sr.finish(counts, extra)

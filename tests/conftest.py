@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -68,6 +71,45 @@ def ray_local():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+# --- an S3 server on this machine (moto's; no internet), for the object-storage tests
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is in [dev]")
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint, monkeypatch):
+    """A new bucket on the S3 server, the standard AWS variables pointing at it; its s3fs
+    filesystem, to put inputs in."""
+    s3fs = pytest.importorskip("s3fs", reason="s3:// needs the [s3] extra (in [dev])")
+
+    for k, v in {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(k, v)
+    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint, key="testing", secret="testing")
+    name = f"b{uuid.uuid4().hex[:12]}"
+    fs.mkdir(name)
+    return name, fs
 
 
 @pytest.fixture

@@ -176,3 +176,30 @@ def test_a_filter_that_drops_every_item_runs_on_ray_as_locally(tmp_path, ray_loc
     for rel in files:
         if (runs["local"] / rel).is_file():
             assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
+
+
+def test_tree_cpu_counts_descendants_alive_and_ended():
+    """A local Ray instance's CPU is its processes' as the OS counts them, sampled: a
+    child's, and a grandchild's that has ended (no parent's record of it is needed)."""
+    import subprocess
+    import sys
+
+    from pipeline.executors.ray import TreeCPU
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    parent = (
+        "import subprocess, sys, time, signal\n"
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"  # ended children leave no record
+        f"subprocess.Popen([sys.executable, '-c', {burn!r}])\n"
+        "time.sleep(1.5)\n" + burn + "print('done', flush=True)\ntime.sleep(30)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    try:
+        tree = TreeCPU([p.pid], every=0.05)
+        assert p.stdout is not None and p.stdout.readline().strip() == "done"
+        got = tree.sample()
+        assert 0.9 <= got < 1.0 + 5.0, got  # both burns, and two interpreters' start-ups
+        assert TreeCPU([p.pid + 10**7]).sample() == 0.0  # gone or never there: nothing
+    finally:
+        p.kill()
+        p.wait()

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import logging
 import shutil
-import socket
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,44 +16,18 @@ from pipeline.api import Pipeline
 from tests.conftest import ROOT
 
 pytest.importorskip("s3fs", reason="s3:// needs the [s3] extra (in [dev])")
-moto_server = pytest.importorskip("moto.server", reason="moto[server] is in [dev]")
 
 SAMPLE = ROOT / "data" / "sample" / "edits.jsonl"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3_endpoint, monkeypatch):
-    """A new bucket on the S3 server, the standard AWS variables pointing at it; its s3fs
-    filesystem, to put inputs in."""
-    import s3fs
-
-    for k, v in {
-        "AWS_ENDPOINT_URL": s3_endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(k, v)
-    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint, key="testing", secret="testing")
-    name = f"b{uuid.uuid4().hex[:12]}"
-    fs.mkdir(name)
-    return name, fs
+# the sample CSV's columns (data/sample/editcurate.toml)
+CSV_FIELDS = {
+    "change": "pr",
+    "path": "file",
+    "before": "code_before",
+    "after": "code_after",
+    "comment": "review_comment",
+    "author": "reviewer",
+    "created_at": "created",
+}
 
 
 def _tables(run: Path) -> dict[str, pa.Table]:
@@ -111,7 +82,7 @@ def _pieces_config(root: str, options: dict | None = None) -> dict:
             "sources": [
                 {"kind": "table", "path": "edits.jsonl"},
                 {"kind": "table", "path": "parts"},
-                {"kind": "table", "path": "edits.csv.gz"},
+                {"kind": "table", "path": "edits.csv.gz", "fields": CSV_FIELDS},
             ],
         },
     }

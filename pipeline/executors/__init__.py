@@ -15,6 +15,7 @@ driver. What the executors are handed and give back is in contract.py.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -134,8 +135,12 @@ def writer(
 
 
 def worker_cpu_s() -> float:
-    """CPU seconds Ray workers spent on this process's tasks so far (0 without Ray)."""
-    import sys
-
+    """CPU seconds Ray spent for this process so far (0 without Ray; executors.ray)."""
     ray_executor = sys.modules.get("pipeline.executors.ray")
     return ray_executor.worker_cpu_s() if ray_executor is not None else 0.0
+
+
+def worker_nodes() -> dict[str, int]:
+    """Tasks that wrote outputs, per Ray node, so far ({} without Ray)."""
+    ray_executor = sys.modules.get("pipeline.executors.ray")
+    return ray_executor.worker_nodes() if ray_executor is not None else {}

@@ -9,15 +9,16 @@ Outputs a stage writes (a map stage's, ingest's) never pass through the driver: 
 worker write each part (`_write_part`) in the row groups a local run writes, so the files are
 byte-identical. Results a stage uses itself (`batches` for dedup's, decontaminate's, export's
 per-item work) come back to the driver as Arrow IPC from Ray Data tasks, tagged with their
-task, in input order. Every task reports the CPU time its worker spent on it
-(`worker_cpu_s`), which the stage's manifest counts with the driver's.
+task, in input order. A stage's manifest counts Ray's CPU time with the driver's
+(`worker_cpu_s`: a local instance's processes as the OS counts them; on a cluster, what each
+task reports its worker spent on it).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +46,61 @@ def ensure_ray(run: RunConfig) -> Any:
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if address is None:
             kw["num_cpus"] = run.num_cpus
+        before = _children()
         ray.init(address=address, **kw)
+        if address is None:  # a local instance: its processes are this one's children
+            _local[:] = [TreeCPU(sorted(_children() - before))]
     return ray
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children()}
+
+
+class TreeCPU:
+    """CPU seconds (user + system) of the processes `pids` and all their descendants, those
+    that have ended included: Ray's raylet does not wait for the workers it stops, so the OS
+    keeps no record of theirs. A thread samples the tree every `every` seconds and keeps
+    each process's last reading (a process that ends loses at most that long of CPU)."""
+
+    def __init__(self, pids: list[int], every: float = 0.5):
+        import threading
+
+        self.pids = pids
+        self.seen: dict[tuple[int, float], float] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.every = every
+        self.sample()
+        threading.Thread(target=self._loop, name="ray-cpu", daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every):
+            self.sample()
+
+    def sample(self) -> float:
+        """Read the tree now; the total so far."""
+        import psutil
+
+        readings = {}
+        for pid in self.pids:
+            try:
+                root = psutil.Process(pid)
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for p in procs:
+                try:
+                    with p.oneshot():
+                        t = p.cpu_times()
+                        readings[(p.pid, p.create_time())] = t.user + t.system
+                except psutil.Error:  # ended since it was listed
+                    continue
+        with self.lock:
+            self.seen.update(readings)
+            return sum(self.seen.values())
 
 
 def _data(run: RunConfig) -> Any:
@@ -99,12 +153,30 @@ def _unpack(res: pa.Table) -> Iterator[tuple[dict[str, Any], dict[str, Any], int
 ROWS = "__rows"  # a batch's rows, passed with its counts (and taken out here)
 CPU = "__cpu_s"  # a Ray Data task's CPU time, passed with its end mark (and taken out here)
 _worker_cpu = [0.0]  # CPU seconds the workers reported for this process's tasks
+_nodes: Counter[str] = Counter()  # tasks run per Ray node, for this process
+
+
+def worker_nodes() -> dict[str, int]:
+    """Tasks run so far for this process per Ray node (its id), those that write outputs."""
+    return dict(_nodes)
+
+
+def _node() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+_local: list[TreeCPU] = []  # the processes of the local instance ray.init started here
 
 
 def worker_cpu_s() -> float:
-    """CPU seconds Ray workers have spent on this process's tasks so far (user + system of
-    each worker process while it ran one of them)."""
-    return _worker_cpu[0]
+    """CPU seconds Ray has spent for this process so far. A local instance this process
+    started: every process of it (the workers, whatever they ran, their start-up and
+    imports, the raylet, the GCS, Ray Data's actors), as the OS counts them. Joining a
+    cluster: what the workers reported for this process's tasks (user + system of each
+    worker process while it ran one of them), which leaves out the cluster's own daemons."""
+    return _local[0].sample() if _local else _worker_cpu[0]
 
 
 def ray_batches(
@@ -246,7 +318,7 @@ def _produce(
             tables[name].append(t)
         results.append((where, counts))
     out = {n: pa.concat_tables(ts) if ts else schemas[n].empty_table() for n, ts in tables.items()}
-    return {"results": results, "cpu_s": time.process_time() - t0}, out
+    return {"results": results, "cpu_s": time.process_time() - t0, "node": _node()}, out
 
 
 def _window(ray: Any) -> int:
@@ -287,6 +359,7 @@ def ray_held(
             pending.append(produce.remote(nxt, job))
         meta = _get(ray, meta_ref)
         _worker_cpu[0] += meta["cpu_s"]
+        _nodes[meta["node"]] += 1
         for where, counts in meta["results"]:
             outs = {n: Held(data, n, s, r) for n, (s, r) in where.items() if r}
             yield outs, counts
@@ -296,10 +369,10 @@ def _write_part(
     spec: tuple[str, pa.Schema, dict[str, Any], int, int],
     pieces: list[tuple[str, int, int]],
     *tables: dict[str, pa.Table],
-) -> float:
+) -> tuple[float, str]:
     """Part file `path` from the pieces' rows, in row groups cut where a local run cuts
     them (at every `size` rows of the whole output; this part's first row is `first`), each
-    one chunk (parts.Writer); the worker's CPU time."""
+    one chunk (parts.Writer); the worker's CPU time, and its node."""
     t0 = time.process_time()
     path, schema, opts, size, first = spec
     rows = [t[name].slice(start, n) for (name, start, n), t in zip(pieces, tables, strict=True)]
@@ -311,7 +384,7 @@ def _write_part(
             group = whole.slice(at, end - at).combine_chunks()
             w.write_table(group, row_group_size=max(group.num_rows, 1))
             at = end
-    return time.process_time() - t0
+    return time.process_time() - t0, _node()
 
 
 class RayParts:
@@ -377,11 +450,16 @@ class RayParts:
         sink.k += 1
         self.queued[name] -= rows
         while len(self.jobs) > self.window:
-            _worker_cpu[0] += _get(self.ray, self.jobs.popleft())
+            self._done(self.jobs.popleft())
+
+    def _done(self, job: Any) -> None:
+        cpu, node = _get(self.ray, job)
+        _worker_cpu[0] += cpu
+        _nodes[node] += 1
 
     def close(self) -> None:
         for name in self.schemas:
             if self.queued[name]:
                 self._part(name, self.queued[name])
         while self.jobs:
-            _worker_cpu[0] += _get(self.ray, self.jobs.popleft())
+            self._done(self.jobs.popleft())

@@ -1,0 +1,130 @@
+"""A Ray cluster of two nodes (`ray.cluster_utils.Cluster` on this machine: a head and one
+more node, one CPU each) reading its inputs from an S3 server: the outputs are the local
+run's, and both nodes did the work. It runs in a child process, so the cluster never meets
+the session's local Ray instance."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_storage import _pieces_config, _pieces_inputs, _same
+
+pytest.importorskip("ray", reason="Ray is the optional [ray] extra (in [dev])")
+
+# The child: a two-node cluster, the pipeline run on it from the config given on stdin
+CLUSTER_RUN = """
+import json, sys
+from ray.cluster_utils import Cluster
+from pipeline.api import Pipeline
+
+args = json.load(sys.stdin)
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+worker = cluster.add_node(num_cpus=1)
+cluster.wait_for_nodes()
+if args.get("kill_after"):  # the second node killed once that many results have come back
+    import pipeline.executors.ray as on_ray
+
+    get, seen = on_ray._get, [0]
+
+    def killing_get(ray, ref):
+        seen[0] += 1
+        if seen[0] == args["kill_after"]:
+            cluster.remove_node(worker, allow_graceful=False)
+        return get(ray, ref)
+
+    on_ray._get = killing_get
+attempts = 0
+try:
+    data = args["config"]
+    data["run"].update(executor="ray", ray_address=cluster.address)
+    p = Pipeline.from_config(data)
+    p.config = p.config.with_base_dir(args["base"])
+    while True:
+        attempts += 1
+        try:
+            p.run(until=args["until"])
+            break
+        except Exception as e:  # a run the node's death failed: run again, as a user would
+            if attempts == 2:
+                raise
+            print("attempt failed:", repr(e)[:300], file=sys.stderr)
+finally:
+    import ray
+    ray.shutdown()
+    cluster.shutdown()
+print(json.dumps({"attempts": attempts}))
+"""
+
+
+def test_a_two_node_cluster_reads_objects_and_writes_the_local_runs_outputs(bucket, tmp_path):
+    name, fs = bucket
+    folder = _pieces_inputs(tmp_path / "in")
+    fs.put(str(folder), f"{name}/in", recursive=True)
+    options = {"endpoint_url": fs.endpoint_url, "key": "testing", "secret": "testing"}
+    (tmp_path / "local").mkdir()
+    (tmp_path / "cluster").mkdir()
+    local = _local_run(_pieces_config(str(folder)), tmp_path / "local")
+    args = {
+        "config": _pieces_config(f"s3://{name}/in", options),
+        "base": str(tmp_path / "cluster"),
+        "until": "filter",
+    }
+    res = subprocess.run(
+        [sys.executable, "-c", CLUSTER_RUN],
+        input=json.dumps(args),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    cluster = tmp_path / "cluster" / "runs" / "t"
+    _same(local, cluster)
+    for stage in ("ingest", "filter"):
+        m = json.loads((cluster / stage / "manifest.json").read_text())
+        assert len(m["ray_nodes"]) == 2, m["ray_nodes"]  # tasks on both nodes
+        assert m["workers_cpu_s"] > 0
+
+
+def test_a_node_killed_mid_stage_and_the_run_resumes_to_the_same_outputs(bucket, tmp_path):
+    """The second node dies after the first results of ingest: Ray runs its tasks again
+    on the head (or the run fails and runs again); either way the outputs are the local
+    run's, and no part the dead node left is taken for a finished one."""
+    name, fs = bucket
+    folder = _pieces_inputs(tmp_path / "in")
+    fs.put(str(folder), f"{name}/in", recursive=True)
+    options = {"endpoint_url": fs.endpoint_url, "key": "testing", "secret": "testing"}
+    (tmp_path / "local").mkdir()
+    (tmp_path / "cluster").mkdir()
+    local = _local_run(_pieces_config(str(folder)), tmp_path / "local")
+    args = {
+        "config": _pieces_config(f"s3://{name}/in", options),
+        "base": str(tmp_path / "cluster"),
+        "until": "filter",
+        "kill_after": 2,
+    }
+    res = subprocess.run(
+        [sys.executable, "-c", CLUSTER_RUN],
+        input=json.dumps(args),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    _same(local, tmp_path / "cluster" / "runs" / "t")
+
+
+def _local_run(data: dict, base: Path) -> Path:
+    from pipeline.api import Pipeline
+
+    p = Pipeline.from_config(data)
+    p.config = p.config.with_base_dir(base)
+    p.run(until="filter")
+    return base / "runs" / "t"
