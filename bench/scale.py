@@ -3,9 +3,19 @@ through every stage, each stage a child process, with its wall time, CPU time (u
 child, from wait4) and peak RSS; then the totals.
 
     python bench/scale.py [--items N] [--keep DIR]
+    python bench/scale.py --executor ray [--items N] [--rounds R] [--keep DIR]
 
 Goals on a 2-core, 24 GiB machine (issue 15): 1M items < 3 min and < 2 GiB peak; 10M items
 complete with < 8 GiB peak. The figures are printed whether or not they meet them.
+
+--executor ray (issue 29): `editcurate run ITEMS --executor ray` as one process on a local
+Ray instance of the machine's CPUs, against the same command with the local executor, in
+alternating rounds. Each: wall; CPU of the whole process tree (the driver by wait4, plus
+every other process under it, Ray's workers, raylet and GCS included, sampled every 0.2 s
+with psutil, since Ray's daemons are not reaped by the driver); the driver's peak RSS
+(wait4) and the largest peak RSS of any other process (a worker); and the CPU the run's
+own `--json` counted (`cpu_s.total`: the driver's and the workers'). Goals: the Ray run's
+CPU at most 1.2x the local run's; the driver's peak RSS under 1 GiB at 10M items.
 """
 
 from __future__ import annotations
@@ -14,11 +24,14 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -58,10 +71,109 @@ def run_child(args: list[str]) -> dict[str, float]:
     }
 
 
+def run_tree(args: list[str]) -> dict[str, Any]:
+    """One `editcurate run` child and everything under it: wall, the driver's CPU and peak
+    RSS (wait4), the other processes' CPU and largest peak RSS (sampled), its --json."""
+    import psutil
+
+    seen: dict[tuple[int, float], tuple[float, int]] = {}
+    stop = threading.Event()
+
+    def sample(pid: int) -> None:
+        while True:
+            try:
+                procs = psutil.Process(pid).children(recursive=True)
+            except psutil.Error:
+                procs = []
+            for q in procs:
+                try:
+                    with q.oneshot():
+                        t, rss = q.cpu_times(), q.memory_info().rss
+                        k = (q.pid, q.create_time())
+                        seen[k] = (t.user + t.system, max(rss, seen.get(k, (0, 0))[1]))
+                except psutil.Error:
+                    pass
+            if stop.wait(0.2):
+                return
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(args, stdout=out, stderr=err, text=True)
+        th = threading.Thread(target=sample, args=(proc.pid,))
+        th.start()
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        stop.set()
+        th.join()
+        out.seek(0)
+        err.seek(0)
+        text, log = out.read(), err.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{log[-2000:]}")
+    summary = json.loads(text[text.index("{") :])
+    driver = ru.ru_utime + ru.ru_stime
+    others = sum(c for c, _ in seen.values())
+    return {
+        "wall_s": wall,
+        "cpu_s": driver + others,
+        "driver_cpu_s": driver,
+        "driver_peak_mib": ru.ru_maxrss / 1024,
+        "worker_peak_mib": max((r for _, r in seen.values()), default=0) / 2**20,
+        "counted_cpu_s": summary["cpu_s"]["total"],
+    }
+
+
+def ray_rounds(exe: list[str], data: Path, work: Path, items: int, rounds: int) -> None:
+    """The Ray run against the local one, alternating rounds (the first untimed: numba's
+    cache and the page cache warm up)."""
+    got: dict[str, list[dict[str, Any]]] = {"local": [], "ray": []}
+    for r in range(rounds + 1):
+        order = ("local", "ray") if r % 2 else ("ray", "local")
+        for ex in order:
+            args = [*exe, "run", str(data), "--out", str(work / f"run-{ex}"), "--force"]
+            res = run_tree([*args, "--json", "--executor", ex])
+            if r:
+                got[ex].append(res)
+            print(
+                f"{'warm-up' if not r else f'round {r}'} {ex:>5}: {res['wall_s']:7.1f}s wall "
+                f"{res['cpu_s']:7.1f}s CPU (driver {res['driver_cpu_s']:.1f}s, counted "
+                f"{res['counted_cpu_s']:.1f}s) driver peak {res['driver_peak_mib']:,.0f} MiB, "
+                f"worker peak {res['worker_peak_mib']:,.0f} MiB",
+                flush=True,
+            )
+
+    def med(ex: str, k: str) -> float:
+        return statistics.median(x[k] for x in got[ex])
+
+    ratio = {
+        k: statistics.median(r[k] / lo[k] for r, lo in zip(got["ray"], got["local"], strict=True))
+        for k in ("cpu_s", "wall_s")
+    }
+    print(f"\n{items:,} items, {os.cpu_count()} cpus, medians of {rounds} rounds:")
+    for ex in ("local", "ray"):
+        print(
+            f"{ex:>6}: {med(ex, 'wall_s'):7.1f}s wall {med(ex, 'cpu_s'):7.1f}s CPU "
+            f"({1e6 * med(ex, 'cpu_s') / items:.0f} us/item; "
+            f"counted {med(ex, 'counted_cpu_s'):.1f}s) "
+            f"driver peak {med(ex, 'driver_peak_mib'):,.0f} MiB, worker peak "
+            f"{med(ex, 'worker_peak_mib'):,.0f} MiB"
+        )
+    cpu_ok = ratio["cpu_s"] <= 1.2
+    print(
+        f"ray / local: CPU {ratio['cpu_s']:.2f}x (goal <= 1.2x: {'met' if cpu_ok else 'NOT MET'}), "
+        f"wall {ratio['wall_s']:.2f}x"
+    )
+    if items >= 10_000_000:
+        ok = med("ray", "driver_peak_mib") < 1024
+        print(f"driver peak RSS at {items:,}: goal < 1 GiB: {'met' if ok else 'NOT MET'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
+    ap.add_argument("--executor", choices=("local", "ray"), default="local")
+    ap.add_argument("--rounds", type=int, default=1, help="--executor ray: timed rounds")
     ap.add_argument("--generate-to", type=Path, help=argparse.SUPPRESS)  # the child's job
     a = ap.parse_args()
     if a.generate_to:
@@ -81,6 +193,11 @@ def main() -> None:
         f"({data.stat().st_size / 2**20:,.0f} MiB JSONL); {os.cpu_count()} cpus"
     )
     exe = [sys.executable, "-m", "pipeline.cli"]
+    if a.executor == "ray":
+        ray_rounds(exe, data, work, a.items, a.rounds)
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     cfg = work / "editcurate.toml"
     out = subprocess.run(
         [*exe, "run", str(data), "--out", str(work / "run"), "--print-config"],

@@ -1,25 +1,27 @@
-"""LSH band grouping on Ray Data (run.executor = "ray"): lsh.banded's buckets by a shuffle.
+"""LSH band grouping on Ray (run.executor = "ray"): lsh.banded's buckets by a shuffle.
 
 On one machine banded sorts a band's keys in the driver; on Ray the keys leave the driver.
-(band, key, item) rows go to Ray Data a few bands at a time (a pass holds at most
-ROWS_AT_ONCE rows, each band put in the object store as soon as it is read, so the driver
-holds one band's keys, never all), are hash-partitioned on (band, key) so that every bucket
-lands whole in one partition, and each partition's buckets are expanded by lsh's own kernel
-(_band_pairs): the pairs of a bucket within the cap, and a bucket over it as (band, key,
-members). That is what `groupby(["band", "key"]).map_groups` runs (the same hash
-repartition, whole partitions per block) minus its Python call per group: nearly every
-bucket holds one item, and a call per group cost 40 us on 2 CPUs (hours at 10M items x 32
-bands). The pairs stay in Ray's object store (ray_bucket_data; ray_pairs.py takes them on)
-or come to the driver (pair_arrays); the big buckets come to the driver, which resolves them
-as banded does (signature scan or skip, samples, counts) given them as `made=`. Partitions
-come back in any order, so the big buckets are sorted by (band, key), and banded
-deduplicates the pairs by sorting: the result equals banded's alone, field for field.
+(band, key, item) rows go to Ray a few bands at a time (a pass holds at most ROWS_AT_ONCE
+rows, each band put in the object store as soon as it is read, so the driver holds one
+band's keys, never all). A shuffle of plain Ray tasks: a task per band cuts its rows by a
+hash of (band, key) into one piece per partition (`_split`), so that every bucket lands whole
+in one partition; a task per partition joins its pieces and expands its buckets by lsh's own
+kernel (`_reduce`, `bucket_pairs`): the pairs of a bucket within the cap, and a bucket over it
+as (band, key, members). Not Ray Data's `repartition(keys=)`: its hash shuffle starts
+aggregator actors, processes of their own that import the package again (about 10 s of CPU
+of a 200k-item run on 2 CPUs went to the shuffle's processes), and a `groupby().map_groups`
+makes a Python call per group, where nearly every bucket holds one item (40 us a call on 2
+CPUs: hours at 10M items x 32 bands). The pairs stay in Ray's object store (ray_bucket_data;
+ray_pairs.py takes them on) or come to the driver (pair_arrays); the big buckets come to the
+driver, which resolves them as banded does (signature scan or skip, samples, counts) given
+them as `made=`. Partitions come back in any order, so the big buckets are sorted by (band,
+key), and banded deduplicates the pairs by sorting: the result equals banded's alone, field
+for field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -111,8 +113,8 @@ def ray_bucket_data(
     *,
     run: RunConfig,
     rows_at_once: int = ROWS_AT_ONCE,
-) -> tuple[Any, Big, int]:
-    """(pairs, big, n): the pairs of the buckets within the cap as a Ray dataset of one
+) -> tuple[list[Any] | None, Big, int]:
+    """(pairs, big, n): the pairs of the buckets within the cap as refs of tables of one
     column `p` (lo << 32 | hi, repeats across bands included; None for no item), kept in
     Ray's object store; the buckets over the cap in (band, key) order, on the driver; and
     the number of pairs. See the module docstring; `run` says where to start Ray."""
@@ -123,38 +125,53 @@ def ray_bucket_data(
     if not len(idx):
         return None, big, 0
     ray = ensure_ray(run)
-    import ray.data as rd
-
+    split = ray.remote(num_cpus=1)(_split)
+    reduce = ray.remote(num_cpus=1, num_returns=2)(_reduce)
     per_pass = max(1, rows_at_once // len(idx))
     item = pa.array(idx.astype(np.uint32))
-    passes, n = [], 0
+    pairs: list[Any] = []
+    n = 0
     for b0 in range(0, bands, per_pass):
         todo = range(b0, min(bands, b0 + per_pass))
-        refs = [ray.put(_band_table(b, keys_of(b), item)) for b in todo]
         parts = partitions(ray, len(todo) * len(idx))
-        out = (
-            rd.from_arrow_refs(refs)
-            .repartition(parts, keys=KEYS)  # a hash shuffle: a bucket in one block
-            .map_batches(
-                partial(bucket_pairs, cap=cap),
-                batch_format="pyarrow",
-                batch_size=None,  # a whole partition per call
-                zero_copy_batch=True,
+        # map: each band's rows cut by partition; reduce: a partition's pieces of every band
+        pieces = [
+            split.options(num_returns=parts).remote(
+                ray.put(_band_table(b, keys_of(b), item)), parts
             )
-            .materialize()  # read twice: the big buckets now, the pairs later
-        )
-        del refs
-        only_big = out.select_columns(["band", "n", "big_key", "big_offsets", "big_members"])
-        for t in only_big.iter_batches(batch_format="pyarrow", batch_size=None):
+            for b in todo
+        ]
+        if parts == 1:
+            pieces = [[p] for p in pieces]
+        outs = [reduce.remote(cap, *[band[p] for band in pieces]) for p in range(parts)]
+        del pieces
+        for big_ref, pairs_ref in outs:
+            t = ray.get(big_ref)
             _collect(t, big)
             n += int(pc.sum(t["n"]).as_py() or 0)
-        # the pairs as rows, kept; the rest of `out` (big buckets: on the driver now) dropped
-        flat = out.select_columns(["pairs"]).map_batches(_flat, batch_format="pyarrow")
-        passes.append(flat.materialize())
-        del out, only_big
+            pairs.append(pairs_ref)
     big.sort(key=lambda b: (b[0], int(b[1])))  # banded's order: band, then key
-    pairs = passes[0].union(*passes[1:]) if len(passes) > 1 else passes[0]
     return pairs, big, n
+
+
+def _split(t: pa.Table, parts: int) -> list[pa.Table] | pa.Table:
+    """A band's rows cut into `parts` tables by a hash of (band, key): a bucket's rows all
+    go to one partition."""
+    if parts == 1:
+        return t
+    h = t["key"].to_numpy() * np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: high bits
+    h ^= t["band"].to_numpy().astype(np.uint64)
+    part = ((h >> np.uint64(32)) % np.uint64(parts)).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    cuts = np.searchsorted(part[order], np.arange(parts + 1))
+    return [t.take(pa.array(order[cuts[k] : cuts[k + 1]])) for k in range(parts)]
+
+
+def _reduce(cap: int, *pieces: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """A partition's buckets expanded (bucket_pairs): (the rows' band, pair count and big
+    buckets; the pairs as rows of `p`)."""
+    out = bucket_pairs(pa.concat_tables(pieces).combine_chunks(), cap)
+    return out.drop_columns(["pairs"]), _flat(out)
 
 
 def partitions(ray: Any, rows: int) -> int:
@@ -163,12 +180,14 @@ def partitions(ray: Any, rows: int) -> int:
     return max(cpus, -(-rows // ROWS_PER_PARTITION))
 
 
-def pair_arrays(pairs: Any) -> list[np.ndarray]:
-    """A dataset of pairs (column `p`) as arrays on the driver."""
-    if pairs is None:
+def pair_arrays(pairs: list[Any] | None) -> list[np.ndarray]:
+    """Pairs (refs of tables of column `p`) as arrays on the driver."""
+    if not pairs:
         return []
+    import ray
+
     # copies: a view would pin Ray's block in its object store
-    return [np.array(t["p"]) for t in pairs.iter_batches(batch_format="numpy", batch_size=None)]
+    return [np.array(t["p"]) for t in ray.get(pairs)]
 
 
 def _band_table(band: int, keys: np.ndarray, item: pa.Array) -> pa.Table:

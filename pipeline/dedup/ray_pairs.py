@@ -86,14 +86,12 @@ def candidates(
     if sum(len(h) for h in held):
         put()
     cand.raw_pairs = n + int(cand.big_found.sum())
-    if refs:
+    every = [*(pairs or []), *refs]
+    if cand.raw_pairs > d.driver_edges:
         import ray.data as rd
 
-        scanned = rd.from_arrow_refs(refs)
-        pairs = scanned if pairs is None else pairs.union(scanned)
-    if cand.raw_pairs > d.driver_edges:
-        return cand, OnRay(pairs, cand.raw_pairs, run)
-    parts = pair_arrays(pairs)
+        return cand, OnRay(rd.from_arrow_refs(every) if every else None, cand.raw_pairs, run)
+    parts = pair_arrays(every)
     uniq = sorted_unique(np.concatenate(parts) if parts else np.empty(0, np.uint64))
     cand.a, cand.b = (uniq >> np.uint64(32)).astype(np.int64), (uniq & LOW).astype(np.int64)
     return cand, None
