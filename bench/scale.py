@@ -10,9 +10,10 @@ complete with < 8 GiB peak. The figures are printed whether or not they meet the
 
 --executor ray (issue 29): `editcurate run ITEMS --executor ray` as one process on a local
 Ray instance of the machine's CPUs, against the same command with the local executor, in
-alternating rounds. Each: wall; CPU of the whole process tree (the driver by wait4, plus
-every other process under it, Ray's workers, raylet and GCS included, sampled every 0.2 s
-with psutil, since Ray's daemons are not reaped by the driver); the driver's peak RSS
+alternating rounds. Each: wall; CPU of the whole process tree (the driver by wait4, its
+own children included, which it reaps: Ray's raylet and GCS; plus every process further
+down, Ray's workers, sampled every 0.2 s with psutil, since no one reaps them into a
+rusage the driver sees); the driver's peak RSS
 (wait4) and the largest peak RSS of any other process (a worker); and the CPU the run's
 own `--json` counted (`cpu_s.total`: the driver's and the workers'). Goals: the Ray run's
 CPU at most 1.2x the local run's; the driver's peak RSS under 1 GiB at 10M items.
@@ -76,6 +77,9 @@ def run_tree(args: list[str]) -> dict[str, Any]:
     RSS (wait4), the other processes' CPU and largest peak RSS (sampled), its --json."""
     import psutil
 
+    # (pid, start time) -> (CPU, peak RSS), of the processes under the child that it does
+    # not reap itself: its own children's CPU is in its wait4 rusage already (Ray's raylet
+    # and GCS, waited for at shutdown), their children's (Ray's workers) is not
     seen: dict[tuple[int, float], tuple[float, int]] = {}
     stop = threading.Event()
 
@@ -90,7 +94,8 @@ def run_tree(args: list[str]) -> dict[str, Any]:
                     with q.oneshot():
                         t, rss = q.cpu_times(), q.memory_info().rss
                         k = (q.pid, q.create_time())
-                        seen[k] = (t.user + t.system, max(rss, seen.get(k, (0, 0))[1]))
+                        cpu = 0.0 if q.ppid() == pid else t.user + t.system
+                        seen[k] = (cpu, max(rss, seen.get(k, (0, 0))[1]))
                 except psutil.Error:
                     pass
             if stop.wait(0.2):

@@ -71,6 +71,14 @@ def at(url: str, options: dict[str, Any] | None = None) -> UPath:
         raise EnvError(f"{url}: {e}") from None
 
 
+def why(e: BaseException) -> str:
+    """A store's error in one line: its type (botocore's NoCredentialsError says more than
+    its text) and its message."""
+    text = " ".join(str(e).split())
+    name = type(e).__name__
+    return text if isinstance(e, OSError) or not text else f"{name}: {text}"
+
+
 def join(base: str, rel: str) -> str:
     """`rel` read from URL `base` (a prefix): `rel` itself when it is a URL."""
     return rel if is_url(rel) else f"{base.rstrip('/')}/{rel.lstrip('/')}"
@@ -89,9 +97,10 @@ def size(f: Any) -> int:
 
 def objects(p: UPath) -> list[tuple[str, int, str]]:
     """(name relative to `p`, size, version) of the object `p` names, or of every object
-    under the prefix, in name order. The version is what the store lists of the object (its
-    ETag or hash, its time) hashed: any write changes it, so equal lists before and after a
-    read mean nothing read was replaced in between. One listing, no object read."""
+    under the prefix, in name order. The version is what the store lists of the object's
+    version (VERSION_FIELDS: its ETag or hash, its time) hashed: any write changes it, so
+    equal lists before and after a read mean nothing read was replaced in between. One
+    listing, no object read (unless the store lists no version: then its bytes' hash)."""
     from fsspec.utils import tokenize
 
     p.fs.invalidate_cache(p.path)  # a cached listing may predate a write
@@ -101,7 +110,40 @@ def objects(p: UPath) -> list[tuple[str, int, str]]:
         rows = [(k.removeprefix(base), v) for k, v in found.items() if v.get("type") != "directory"]
     else:
         rows = [("", p.fs.info(p.path))]
-    return sorted((name, int(info.get("size") or 0), tokenize(info)) for name, info in rows)
+    out = []
+    for name, info in rows:
+        fields = {k: info[k] for k in VERSION_FIELDS if info.get(k) is not None}
+        ver = tokenize(fields) if fields else _content(p, name)
+        out.append((name, int(info.get("size") or 0), ver))
+    return sorted(out)
+
+
+# what stores list of an object's version: s3 (ETag, VersionId, LastModified), gcs
+# (generation, md5Hash, crc32c, updated), azure (etag, last_modified), local and others (mtime)
+VERSION_FIELDS = (
+    "ETag",
+    "etag",
+    "VersionId",
+    "version_id",
+    "generation",
+    "md5Hash",
+    "crc32c",
+    "LastModified",
+    "last_modified",
+    "updated",
+    "mtime",
+)
+
+
+def _content(p: UPath, name: str) -> str:
+    """sha256 of an object's bytes: for a store that lists no version (an HTTP server that
+    sends neither ETag nor Last-Modified)."""
+    path = f"{p.path.rstrip('/')}/{name}" if name else p.path
+    h = hashlib.sha256()
+    with p.fs.open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
 
 
 def fingerprint(p: UPath) -> str:

@@ -75,6 +75,33 @@ def test_on_ray_the_workers_write_the_parts_and_their_cpu_is_counted(
         assert 0 < m["workers_cpu_s"] <= m["cpu_s"]
 
 
+def test_parts_a_worker_wrote_where_the_driver_cannot_see_them_are_one_line(
+    tmp_path, ray_local, monkeypatch
+):
+    """A run folder on a disk only some nodes mount: the parts the workers wrote are not
+    where the driver looks, and the stage stops with one line instead of renaming an
+    incomplete folder into place."""
+    from pipeline.errors import EnvError
+    from pipeline.executors.ray import RayParts
+
+    done = RayParts._done
+
+    def lost(self, job):  # as if written on another node's disk
+        done(self, job)
+        for sink in self.sinks.values():
+            for f in sink.tmp.glob("part-*.parquet"):
+                f.unlink()
+
+    monkeypatch.setattr(RayParts, "_done", lost)
+    p = Pipeline.from_config(
+        SAMPLE,
+        overrides={"run.root": str(tmp_path), "run.name": "r", "run.executor": "ray"},
+    )
+    with pytest.raises(EnvError, match="the run folder must be on a disk every node mounts"):
+        p.run(until="ingest")
+    assert not (tmp_path / "r" / "ingest" / "items.parquet").exists()
+
+
 def test_ray_missing_is_one_clear_line(monkeypatch, tmp_path):
     import builtins
 
@@ -203,3 +230,26 @@ def test_tree_cpu_counts_descendants_alive_and_ended():
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_task_streams_its_results_one_at_a_time(monkeypatch):
+    """_produce yields each result's counts and tables as it is made (a source read whole
+    is not held whole by its worker), and an output without rows yields no table."""
+    import pyarrow as pa
+
+    import pipeline.executors.ray as on_ray
+
+    schema = pa.schema([("x", pa.int64())])
+    made = []
+
+    def fn(task, ctx):
+        for k in range(3):
+            made.append(k)
+            yield {"o": pa.table({"x": [k] * k}), "p": pa.table({"x": [1]})}, {"n": k}
+        raise AssertionError("read past the end")
+
+    monkeypatch.setattr(on_ray, "_node", lambda: "node")
+    got = on_ray._produce(None, (fn, None, {"o": schema, "p": schema}))
+    assert next(got) == {"counts": {"n": 0}, "rows": {"p": 1}} and made == [0]
+    assert next(got).num_rows == 1  # p's table; o had no rows: no table
+    assert next(got) == {"counts": {"n": 1}, "rows": {"o": 1, "p": 1}} and made == [0, 1]

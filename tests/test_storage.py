@@ -151,3 +151,55 @@ def test_a_missing_object_or_a_local_only_kind_is_one_line(bucket, tmp_path, cli
     res = cli("ingest", "--config", cfg, ok=False)
     assert res.exit_code == 3 and "nosuchscheme://b/x.jsonl" in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def test_no_credentials_is_one_line_naming_the_object(bucket, tmp_path, monkeypatch, cli):
+    name, _ = bucket
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    url = f"s3://{name}/in/edits.jsonl"
+    args = (
+        "run",
+        url,
+        "--out",
+        tmp_path / "r",
+        "--set",
+        "run.storage_options.skip_instance_cache=true",
+    )
+    res = cli(*args, ok=False)
+    assert res.exit_code == 3, res.output
+    assert f"{url}: cannot be read: NoCredentialsError" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_a_read_that_fails_midway_stops_the_source_and_records_nothing(
+    bucket, tmp_path, monkeypatch, cli
+):
+    """A store's read failure (a reset connection) is not the data's fault: the stage fails
+    in one line (exit 3) and writes no manifest, so the next run reads the object again,
+    where a damaged local file's bytes would be an error record."""
+    import s3fs
+
+    name, fs = bucket
+    big = b"".join([SAMPLE.read_bytes()] * 200)  # several blocks of a read
+    fs.pipe(f"{name}/in/edits.jsonl", big)
+    fetch = s3fs.core.S3File._fetch_range
+    calls = [0]
+
+    def flaky(self, start, end):
+        calls[0] += 1
+        if calls[0] > 2:
+            raise ConnectionResetError("connection reset by peer")
+        return fetch(self, start, end)
+
+    monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", flaky)
+    url = f"s3://{name}/in/edits.jsonl"
+    res = cli(
+        "run", url, "--out", tmp_path / "r", "--set", "ingest.shard_bytes=100000000", ok=False
+    )
+    assert res.exit_code == 3, res.output
+    assert f"{url}: reading failed at byte" in res.output and "connection reset" in res.output
+    assert not (tmp_path / "r" / "ingest" / "manifest.json").exists()

@@ -186,8 +186,8 @@ def pair_arrays(pairs: list[Any] | None) -> list[np.ndarray]:
         return []
     import ray
 
-    # copies: a view would pin Ray's block in its object store
-    return [np.array(t["p"]) for t in ray.get(pairs)]
+    # one table at a time; copies: a view would pin Ray's block in its object store
+    return [np.array(ray.get(ref)["p"]) for ref in pairs]
 
 
 def _band_table(band: int, keys: np.ndarray, item: pa.Array) -> pa.Table:

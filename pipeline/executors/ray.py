@@ -98,8 +98,9 @@ class TreeCPU:
                         readings[(p.pid, p.create_time())] = t.user + t.system
                 except psutil.Error:  # ended since it was listed
                     continue
-        with self.lock:
-            self.seen.update(readings)
+        with self.lock:  # the sampling thread's reading may be older than this one
+            for k, v in readings.items():
+                self.seen[k] = max(v, self.seen.get(k, 0.0))
             return sum(self.seen.values())
 
 
@@ -282,8 +283,8 @@ def _jsonable(counts: Any) -> Any:
 
 @dataclass(frozen=True)
 class Held:
-    """Rows [start, start + rows) of output `name` that a task made, left in Ray's object
-    store: `ref` is the task's {output name: table}."""
+    """Rows [start, start + rows) of one output's table that a task made, left in Ray's
+    object store (`ref`: that table alone)."""
 
     ref: Any
     name: str
@@ -298,27 +299,25 @@ class Held:
         return Held(self.ref, self.name, self.start + n, self.rows - n)
 
 
-def _produce(
-    task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]
-) -> tuple[dict[str, Any], dict[str, pa.Table]]:
-    """One task run whole on a worker: (what the driver needs: each result's counts and
-    where its rows lie in the tables, the worker's CPU time; the tables, one per output,
-    cast to the declared schemas, as the local Writer casts them)."""
+END = "__end"  # the last thing a task yields: its CPU time and node
+BACKLOG = 48  # objects a task yields ahead of the driver's reading (a result: 1 + outputs)
+
+
+def _produce(task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]) -> Iterator[Any]:
+    """One task on a worker, as a streaming generator (every object it yields is the
+    driver's, streamed as made, so a task holds one result at a time whatever its size):
+    per result, its counts and the outputs holding rows (a dict), then each such output's
+    table, cast to the declared schema as the local Writer casts it, one object each (an
+    output's rows are freed with its own parts); last, END with the worker's CPU time."""
     fn, ctx, schemas = job
     t0 = time.process_time()
-    tables: dict[str, list[pa.Table]] = {n: [] for n in schemas}
-    rows = dict.fromkeys(schemas, 0)
-    results = []
     for outs, counts in fn(task, ctx):
-        where = {}
-        for name, b in outs.items():
-            t = as_table(b).cast(schemas[name])
-            where[name] = (rows[name], t.num_rows)
-            rows[name] += t.num_rows
-            tables[name].append(t)
-        results.append((where, counts))
-    out = {n: pa.concat_tables(ts) if ts else schemas[n].empty_table() for n, ts in tables.items()}
-    return {"results": results, "cpu_s": time.process_time() - t0, "node": _node()}, out
+        tables = {n: as_table(b).cast(schemas[n]) for n, b in outs.items()}
+        rows = {n: t.num_rows for n, t in sorted(tables.items()) if t.num_rows}
+        yield {"counts": counts, "rows": rows}
+        for n in rows:
+            yield tables[n]
+    yield {END: True, "cpu_s": time.process_time() - t0, "node": _node()}
 
 
 def _window(ray: Any) -> int:
@@ -328,54 +327,68 @@ def _window(ray: Any) -> int:
 
 
 def _get(ray: Any, ref: Any) -> Any:
-    """ray.get, a task's exception raised as itself (a StageFailed stays one)."""
+    """ray.get, a task's exception raised as itself: the cause, not Ray's wrapper (whose
+    text is the worker's traceback), so a StageFailed is still one line."""
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as e:
-        raise e.as_instanceof_cause() from None
+        cause = getattr(e, "cause", None)
+        raise (cause if isinstance(cause, BaseException) else e) from None
 
 
 def ray_held(
     run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any, schemas: dict[str, pa.Schema]
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """What fn yields for each task, task after task, as `ray_tasks` gives it, except that
-    outputs stay with the workers: each output a `Held` (RayParts writes them)."""
+    outputs stay with the workers: each output a `Held` (RayParts writes them). Tasks not
+    yet read when the caller stops are cancelled."""
     if not todo:
         return
     ray = ensure_ray(run)
-    produce = ray.remote(num_cpus=1, num_returns=2)(_produce)
+    # a task ahead of the one being read stops after BACKLOG unread objects (a source read
+    # whole would otherwise fill the object store while it waits its turn)
+    produce = ray.remote(
+        num_cpus=1, num_returns="streaming", _generator_backpressure_num_objects=BACKLOG
+    )(_produce)
     job = ray.put((fn, ctx, schemas))
-    pending: deque[tuple[Any, Any]] = deque()
+    pending: deque[Any] = deque()
     window = _window(ray)
     tasks = iter(todo)
-    for task in tasks:
-        pending.append(produce.remote(task, job))
-        if len(pending) >= window:
-            break
-    while pending:
-        meta_ref, data = pending.popleft()
-        nxt = next(tasks, None)
-        if nxt is not None:
-            pending.append(produce.remote(nxt, job))
-        meta = _get(ray, meta_ref)
-        _worker_cpu[0] += meta["cpu_s"]
-        _nodes[meta["node"]] += 1
-        for where, counts in meta["results"]:
-            outs = {n: Held(data, n, s, r) for n, (s, r) in where.items() if r}
-            yield outs, counts
+    try:
+        for task in tasks:
+            pending.append(produce.remote(task, job))
+            if len(pending) >= window:
+                break
+        while pending:
+            gen = pending[0]
+            for ref in gen:
+                meta = _get(ray, ref)
+                if meta.get(END):
+                    _worker_cpu[0] += meta["cpu_s"]
+                    _nodes[meta["node"]] += 1
+                    break
+                outs = {n: Held(next(gen), n, 0, r) for n, r in meta["rows"].items()}
+                yield outs, meta["counts"]
+            pending.popleft()
+            nxt = next(tasks, None)
+            if nxt is not None:
+                pending.append(produce.remote(nxt, job))
+    finally:
+        for gen in pending:  # the caller stopped early (an unreadable piece, a failure)
+            ray.cancel(gen)
 
 
 def _write_part(
     spec: tuple[str, pa.Schema, dict[str, Any], int, int],
     pieces: list[tuple[str, int, int]],
-    *tables: dict[str, pa.Table],
+    *tables: pa.Table,
 ) -> tuple[float, str]:
     """Part file `path` from the pieces' rows, in row groups cut where a local run cuts
     them (at every `size` rows of the whole output; this part's first row is `first`), each
     one chunk (parts.Writer); the worker's CPU time, and its node."""
     t0 = time.process_time()
     path, schema, opts, size, first = spec
-    rows = [t[name].slice(start, n) for (name, start, n), t in zip(pieces, tables, strict=True)]
+    rows = [t.slice(start, n) for (_, start, n), t in zip(pieces, tables, strict=True)]
     whole = pa.concat_tables(rows)
     with pq.ParquetWriter(path, schema, **opts) as w:
         at = 0
@@ -412,12 +425,20 @@ class RayParts:
         self.queued = dict.fromkeys(schemas, 0)
         self.jobs: deque[Any] = deque()
         self.window = _window(self.ray)
+        # on a failure, before the sinks drop their temp folders: no write still running
+        # that could leave a file there, or write one into a later attempt's
+        stack.callback(self._drain)
+
+    def _drain(self) -> None:
+        if self.jobs:
+            self.ray.wait(list(self.jobs), num_returns=len(self.jobs))
+            self.jobs.clear()
 
     def add(self, outs: dict[str, Any]) -> None:
         for name, b in outs.items():
             if not isinstance(b, Held):  # made in the driver (ingest's record of an empty file)
                 t = as_table(b).cast(self.schemas[name])
-                b = Held(self.ray.put({name: t}), name, 0, t.num_rows)
+                b = Held(self.ray.put(t), name, 0, t.num_rows)
             if not b.rows:
                 continue
             self.queue[name].append(b)
@@ -463,3 +484,11 @@ class RayParts:
                 self._part(name, self.queued[name])
         while self.jobs:
             self._done(self.jobs.popleft())
+        for sink in self.sinks.values():
+            missing = [k for k in range(sink.k) if not (sink.tmp / part_name(k)).is_file()]
+            if missing:  # written on a node whose disk this one does not see
+                raise EnvError(
+                    f"{sink.dest}: {len(missing)} of the {sink.k} parts Ray's workers wrote are "
+                    f"not in {sink.tmp} as this process sees it; the run folder must be on a "
+                    "disk every node mounts (run.root)"
+                )

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 import pyarrow.parquet as pq
 
@@ -110,8 +110,8 @@ def _check_object(path: UPath, expect: str) -> None:
         raise SourceUnreadable(f"{path}: no such file or folder") from None
     except PermissionError:
         raise SourceUnreadable(f"{path}: permission denied") from None
-    except OSError as e:
-        raise SourceUnreadable(f"{path}: cannot be read: {e}") from None
+    except Exception as e:  # the store's own: no credentials, no endpoint, a timeout ...
+        raise SourceUnreadable(f"{path}: cannot be read: {storage.why(e)}") from None
     is_dir = kind == "directory"
     if is_dir and expect == "file":
         raise SourceUnreadable(f"{path}: is a folder; this source reads one file")
@@ -150,6 +150,46 @@ def open_regular(path: Location) -> BinaryIO:
     return os.fdopen(fd, "rb", buffering=0)
 
 
+class _Object(io.RawIOBase):
+    """An object opened through its filesystem, whose read failures stop the source: on a
+    store, a failed read (a reset connection, a 503 after the filesystem's retries) says
+    nothing about the data, so it is SourceUnreadable (the stage fails, exit 3, nothing
+    recorded), never a record's error the way a local file's damaged bytes are."""
+
+    def __init__(self, f: Any, url: str):
+        self.f, self.url = f, url
+        self.size = int(f.size)
+
+    def _failed(self, e: Exception) -> SourceUnreadable:
+        return SourceUnreadable(
+            f"{self.url}: reading failed at byte {self.f.tell():,}: {storage.why(e)}"
+        )
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        try:
+            data = self.f.read(len(b))
+        except Exception as e:
+            raise self._failed(e) from None
+        b[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return int(self.f.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self.f.tell())
+
+    def close(self) -> None:
+        self.f.close()
+        super().close()
+
+
 def _open_object(path: UPath) -> BinaryIO:
     try:
         f = path.fs.open(path.path, "rb", block_size=CHUNK)
@@ -159,9 +199,9 @@ def _open_object(path: UPath) -> BinaryIO:
         raise SourceUnreadable(f"{path}: is a folder; this source reads one file") from None
     except PermissionError:
         raise SourceUnreadable(f"{path}: permission denied") from None
-    except OSError as e:
-        raise SourceUnreadable(f"{path}: {e}") from None
-    return cast(BinaryIO, f)
+    except Exception as e:  # the store's own: no credentials, no endpoint, a timeout ...
+        raise SourceUnreadable(f"{path}: cannot be read: {storage.why(e)}") from None
+    return cast(BinaryIO, _Object(f, str(path)))
 
 
 def parquet_file(path: Location) -> pq.ParquetFile:

@@ -64,7 +64,8 @@ def source_path(cfg: Config, spec: SourceConfig) -> Location:
     """A source's file or folder: its path, a relative one read from ingest.root if set;
     an object in storage where either is a URL (pipeline/storage.py)."""
     root = cfg.ingest.root
-    if storage.is_url(spec.path) or storage.is_url(root):
+    local = Path(spec.path).expanduser().is_absolute()  # read from no root, a URL's included
+    if storage.is_url(spec.path) or (storage.is_url(root) and not local):
         url = storage.join(root, spec.path) if root else spec.path
         if not SOURCES[spec.kind].remote:
             raise IngestIOError(

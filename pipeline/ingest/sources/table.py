@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from pipeline import storage
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Items, Record, RecordError, SourceUnreadable
 from pipeline.ingest.count import count_csv, count_json, count_parquet
@@ -62,7 +63,11 @@ def folder_parts(path: Location, spec: SourceConfig) -> list[Location]:
     order: one table, rows numbered across them. SourceUnreadable when it holds none."""
     if spec.format not in ("auto", "parquet"):
         raise SourceUnreadable(f"{path}: is a folder; format {spec.format!r} reads one file")
-    parts = sorted(p for p in path.glob("*.parquet") if not p.name.startswith((".", "_")))
+    parts = sorted(
+        p
+        for p in path.glob("*.parquet")
+        if not p.name.startswith((".", "_")) and (not storage.is_remote(p) or p.is_file())
+    )  # (a store lists a prefix named x.parquet too; a local folder so named fails the read)
     if not parts:
         raise SourceUnreadable(
             f"{path}: is a folder with no Parquet files (*.parquet) in it; a table source "
