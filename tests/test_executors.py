@@ -136,23 +136,6 @@ def test_a_corpus_without_candidate_pairs_runs_on_ray_as_locally(tmp_path, ray_l
         assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
 
 
-def test_results_are_put_back_in_task_order():
-    from pipeline.executors.ray import in_task_order
-
-    # task 0: two results; task 1: none; task 2: one; they come 2, 0b, 1, 0a... shuffled
-    came = [
-        ({"x": 2}, {}, 2, False),
-        ({"x": "0a"}, {}, 0, False),
-        (None, None, 2, True),
-        (None, None, 1, True),
-        ({"x": "0b"}, {}, 0, False),
-        (None, None, 0, True),
-    ]
-    assert [o["x"] for o, _ in in_task_order(came, 3)] == ["0a", "0b", 2]
-    with pytest.raises(RuntimeError, match="2 of 3 tasks"):
-        list(in_task_order(came[:2] + came[3:], 3))
-
-
 def test_ray_batches_are_the_local_batches_of_a_many_part_input(tmp_path, ray_local):
     """Parts of several row groups (uneven), a column selection: each batch on Ray holds
     the rows the local one does, in order."""

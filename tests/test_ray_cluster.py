@@ -70,11 +70,9 @@ def test_a_two_node_cluster_reads_objects_and_writes_the_local_runs_outputs(buck
     (tmp_path / "local").mkdir()
     (tmp_path / "cluster").mkdir()
     local = _local_run(_pieces_config(str(folder)), tmp_path / "local")
-    args = {
-        "config": _pieces_config(f"s3://{name}/in", options),
-        "base": str(tmp_path / "cluster"),
-        "until": "filter",
-    }
+    config = _pieces_config(f"s3://{name}/in", options)
+    config["filter"] = {"batch_size": 16}  # several spans: tasks at once, on both nodes
+    args = {"config": config, "base": str(tmp_path / "cluster"), "until": "filter"}
     res = subprocess.run(
         [sys.executable, "-c", CLUSTER_RUN],
         input=json.dumps(args),

@@ -3,23 +3,24 @@
 Ray (`pip install 'editcurate[ray]'`) is started once per process: `ray.init(address=...)`
 with `run.ray_address`, or a local instance with `run.num_cpus` CPUs.
 
-Outputs a stage writes (a map stage's, ingest's) never pass through the driver: each task
-(`_produce`) keeps its rows in Ray's object store and tells the driver only their counts
-(`Held`); `RayParts`, the stage's writer, cuts the rows into the output's parts and has a
-worker write each part (`_write_part`) in the row groups a local run writes, so the files are
-byte-identical. Results a stage uses itself (`batches` for dedup's, decontaminate's, export's
-per-item work) come back to the driver as Arrow IPC from Ray Data tasks, tagged with their
-task, in input order. A stage's manifest counts Ray's CPU time with the driver's
-(`worker_cpu_s`: a local instance's processes as the OS counts them; on a cluster, what each
-task reports its worker spent on it).
+Every task is a Ray streaming generator (`_streams`): its results are objects the driver
+owns, made one at a time, read in task order, a bounded number ahead. Outputs a stage
+writes (a map stage's, ingest's) never pass through the driver: each task (`_produce`)
+yields only counts and row counts to read, its tables left in Ray's object store (`Held`);
+`RayParts`, the stage's writer, cuts the rows into the output's parts and has a worker write
+each part (`_write_part`) in the row groups a local run writes, so the files are
+byte-identical. Results a stage uses itself (`batches` for dedup's, decontaminate's, shapes'
+and export's per-item work) come to the driver as Arrow tables (`_results`). A stage's
+manifest counts Ray's CPU time with the driver's (`worker_cpu_s`: a local instance's
+processes as the OS counts them; on a cluster, what each task reports its worker spent on
+it).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,55 +105,9 @@ class TreeCPU:
             return sum(self.seen.values())
 
 
-def _data(run: RunConfig) -> Any:
-    """ray.data, Ray started, results kept in input order (preserve_order)."""
-    ensure_ray(run)
-    import ray.data as rd
-
-    rd.DataContext.get_current().execution_options.preserve_order = True
-    return rd
-
-
-def _ipc(t: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, t.schema) as w:
-        w.write_table(t)
-    data: bytes = sink.getvalue().to_pybytes()
-    return data
-
-
-def _table(b: bytes) -> pa.Table:
-    return pa.ipc.open_stream(b).read_all()
-
-
-def _pack(outs: dict[str, Any], counts: dict[str, Any], task: int, end: bool = False) -> pa.Table:
-    """One result as a one-row table: output names, their Arrow IPC bytes, counts as JSON,
-    its task, and whether it is the task's end mark (no outputs)."""
-    return pa.table(
-        {
-            "__outs": [json.dumps(sorted(outs))],
-            # 64-bit offsets: a result's outputs may pass 2 GiB
-            "__ipc": pa.array(
-                [[_ipc(as_table(outs[n])) for n in sorted(outs)]], pa.list_(pa.large_binary())
-            ),
-            "__counts": [json.dumps(_jsonable(counts))],
-            "__task": [task],
-            "__end": [end],
-        }
-    )
-
-
-def _unpack(res: pa.Table) -> Iterator[tuple[dict[str, Any], dict[str, Any], int, bool]]:
-    for k in range(res.num_rows):
-        names = json.loads(res["__outs"][k].as_py())
-        blobs = res["__ipc"][k].as_py()
-        outs = {n: _table(b) for n, b in zip(names, blobs, strict=True)}
-        counts = json.loads(res["__counts"][k].as_py())
-        yield outs, counts, res["__task"][k].as_py(), res["__end"][k].as_py()
-
-
 ROWS = "__rows"  # a batch's rows, passed with its counts (and taken out here)
-CPU = "__cpu_s"  # a Ray Data task's CPU time, passed with its end mark (and taken out here)
+END = "__end"  # the last thing a task yields: its CPU time and node
+BACKLOG = 48  # objects a task yields ahead of the driver's reading (a result: 1 + outputs)
 _worker_cpu = [0.0]  # CPU seconds the workers reported for this process's tasks
 _nodes: Counter[str] = Counter()  # tasks run per Ray node, for this process
 
@@ -214,68 +169,66 @@ def _span_task(
 
 
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
-    """What fn yields for each task, task after task: one task per Ray Data block, so they
-    run on as many workers as there are CPUs. Results are tagged with their task and put
-    back in order here should Ray return them out of order (preserve_order is asked for, so
-    normally nothing waits)."""
-    if not todo:  # (Ray refuses a dataset of no blocks)
+    """What fn yields for each task, task after task, each result's outputs as Arrow tables
+    (for work whose results the stage uses itself: dedup's, decontaminate's, shapes' and
+    export's per-item work)."""
+    if not todo:
         return
-    rd = _data(run)
-
-    def udf(batch: pa.Table) -> Iterator[pa.Table]:
-        for k in batch["task"].to_pylist():
-            spent = 0.0
-            t0 = time.process_time()
-            for outs, counts in fn(todo[k], ctx):
-                spent += time.process_time() - t0
-                yield _pack(outs, counts, k)
-                t0 = time.process_time()
-            yield _pack({}, {CPU: spent + time.process_time() - t0}, k, end=True)
-
-    items = rd.from_items([{"task": k} for k in range(len(todo))], override_num_blocks=len(todo))
-    ds = items.map_batches(udf, batch_format="pyarrow", batch_size=1)
-    tagged = (
-        r for res in ds.iter_batches(batch_format="pyarrow", batch_size=None) for r in _unpack(res)
-    )
-    yield from in_task_order(_count_cpu(tagged), len(todo))
-
-
-def _count_cpu(tagged: Iterable[tuple[dict, dict, int, bool]]) -> Iterator[tuple]:
-    """The results, the CPU time each task's end mark reports added to worker_cpu_s."""
-    for outs, counts, k, end in tagged:
-        if end:
-            _worker_cpu[0] += counts.pop(CPU, 0.0)
-        yield outs, counts, k, end
-
-
-def in_task_order(
-    tagged: Iterable[tuple[dict[str, Any], dict[str, Any], int, bool]], tasks: int
-) -> Iterator[tuple[dict, dict]]:
-    """(outputs, counts) of results tagged (outputs, counts, task, end mark), task after
-    task, each task's in the order they came; a task's results wait until the tasks before
-    it have ended."""
-    waiting: dict[int, list[tuple[dict, dict, bool]]] = {}
-    nxt = 0  # the task whose results are due
-    for outs, counts, k, end in tagged:
-        waiting.setdefault(k, []).append((outs, counts, end))
-        while nxt in waiting:
-            ended = False
-            for o, c, e in waiting.pop(nxt):
-                if e:
-                    ended = True
-                else:
-                    yield o, c
-            if not ended:
+    ray = ensure_ray(run)
+    for gen in _streams(ray, _results, todo, (fn, ctx)):
+        for ref in gen:
+            got = _get(ray, ref)
+            if isinstance(got, dict) and got.get(END):
+                _ended(got)
                 break
-            nxt += 1
-    if nxt != tasks:
-        raise RuntimeError(f"Ray returned the results of {nxt} of {tasks} tasks")
+            yield got
 
 
-def _jsonable(counts: Any) -> Any:
-    if isinstance(counts, dict):
-        return {str(k): _jsonable(v) for k, v in counts.items()}
-    return counts
+def _results(task: Any, job: tuple[TaskFn, Any]) -> Iterator[Any]:
+    """One task on a worker, as a streaming generator: each result (outputs as Arrow tables,
+    counts) as it is made; last, END with the worker's CPU time."""
+    fn, ctx = job
+    t0 = time.process_time()
+    for outs, counts in fn(task, ctx):
+        yield {n: as_table(b) for n, b in outs.items()}, counts
+    yield {END: True, "cpu_s": time.process_time() - t0, "node": _node()}
+
+
+def _streams(
+    ray: Any, work: Callable[..., Iterator[Any]], todo: list[Any], job: Any
+) -> Iterator[Any]:
+    """A streaming-generator task of `work` per task of `todo`, given back in order: each
+    is to be read to its END before the next is asked for. At most two tasks per CPU are in
+    flight, and each stops after BACKLOG unread objects, so the object store holds a bounded
+    amount whatever the tasks' size; tasks not yet read when the caller stops (an unreadable
+    piece, a failure) are cancelled."""
+    remote = ray.remote(
+        num_cpus=1, num_returns="streaming", _generator_backpressure_num_objects=BACKLOG
+    )(work)
+    shared = ray.put(job)
+    pending: deque[Any] = deque()
+    tasks = iter(todo)
+    window = _window(ray)
+    try:
+        for task in tasks:
+            pending.append(remote.remote(task, shared))
+            if len(pending) >= window:
+                break
+        while pending:
+            yield pending[0]
+            pending.popleft()
+            nxt = next(tasks, None)
+            if nxt is not None:
+                pending.append(remote.remote(nxt, shared))
+    finally:
+        for gen in pending:
+            ray.cancel(gen)
+
+
+def _ended(end: dict[str, Any]) -> None:
+    """A task's END: its worker's CPU time and node, counted."""
+    _worker_cpu[0] += end["cpu_s"]
+    _nodes[end["node"]] += 1
 
 
 # --------------------------------------------------------- outputs written by the workers
@@ -297,10 +250,6 @@ class Held:
     def tail(self, n: int) -> Held:
         """All but the first n rows."""
         return Held(self.ref, self.name, self.start + n, self.rows - n)
-
-
-END = "__end"  # the last thing a task yields: its CPU time and node
-BACKLOG = 48  # objects a task yields ahead of the driver's reading (a result: 1 + outputs)
 
 
 def _produce(task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]) -> Iterator[Any]:
@@ -340,42 +289,18 @@ def ray_held(
     run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any, schemas: dict[str, pa.Schema]
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """What fn yields for each task, task after task, as `ray_tasks` gives it, except that
-    outputs stay with the workers: each output a `Held` (RayParts writes them). Tasks not
-    yet read when the caller stops are cancelled."""
+    outputs stay with the workers: each output a `Held` (RayParts writes them)."""
     if not todo:
         return
     ray = ensure_ray(run)
-    # a task ahead of the one being read stops after BACKLOG unread objects (a source read
-    # whole would otherwise fill the object store while it waits its turn)
-    produce = ray.remote(
-        num_cpus=1, num_returns="streaming", _generator_backpressure_num_objects=BACKLOG
-    )(_produce)
-    job = ray.put((fn, ctx, schemas))
-    pending: deque[Any] = deque()
-    window = _window(ray)
-    tasks = iter(todo)
-    try:
-        for task in tasks:
-            pending.append(produce.remote(task, job))
-            if len(pending) >= window:
+    for gen in _streams(ray, _produce, todo, (fn, ctx, schemas)):
+        for ref in gen:
+            meta = _get(ray, ref)
+            if meta.get(END):
+                _ended(meta)
                 break
-        while pending:
-            gen = pending[0]
-            for ref in gen:
-                meta = _get(ray, ref)
-                if meta.get(END):
-                    _worker_cpu[0] += meta["cpu_s"]
-                    _nodes[meta["node"]] += 1
-                    break
-                outs = {n: Held(next(gen), n, 0, r) for n, r in meta["rows"].items()}
-                yield outs, meta["counts"]
-            pending.popleft()
-            nxt = next(tasks, None)
-            if nxt is not None:
-                pending.append(produce.remote(nxt, job))
-    finally:
-        for gen in pending:  # the caller stopped early (an unreadable piece, a failure)
-            ray.cancel(gen)
+            outs = {n: Held(next(gen), n, 0, r) for n, r in meta["rows"].items()}
+            yield outs, meta["counts"]
 
 
 def _write_part(
