@@ -181,7 +181,19 @@ def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator
             if isinstance(got, dict) and got.get(END):
                 _ended(got)
                 break
-            yield got
+            outs, counts = got
+            del got, ref  # the object freed: what the stage keeps is its own copy
+            yield {n: _own(t) for n, t in outs.items()}, counts
+
+
+def _own(t: pa.Table) -> pa.Table:
+    """A table copied out of Ray's object store: a zero-copy view would keep the whole
+    object (every output of the result) in the store, and mapped into this process, for
+    as long as the stage keeps any of it."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return pa.ipc.open_stream(sink.getvalue()).read_all()
 
 
 def _results(task: Any, job: tuple[TaskFn, Any]) -> Iterator[Any]:
