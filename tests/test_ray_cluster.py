@@ -62,7 +62,9 @@ print(json.dumps({"attempts": attempts}))
 """
 
 
-def test_a_two_node_cluster_reads_objects_and_writes_the_local_runs_outputs(bucket, tmp_path):
+def _on_cluster(bucket, tmp_path: Path, **args) -> tuple[Path, Path]:
+    """The pieces inputs run locally from files, and on the two-node cluster from the S3
+    server (`args`: more for the child, as kill_after): the two run folders."""
     name, fs = bucket
     folder = _pieces_inputs(tmp_path / "in")
     fs.put(str(folder), f"{name}/in", recursive=True)
@@ -72,17 +74,21 @@ def test_a_two_node_cluster_reads_objects_and_writes_the_local_runs_outputs(buck
     local = _local_run(_pieces_config(str(folder)), tmp_path / "local")
     config = _pieces_config(f"s3://{name}/in", options)
     config["filter"] = {"batch_size": 16}  # several spans: tasks at once, on both nodes
-    args = {"config": config, "base": str(tmp_path / "cluster"), "until": "filter"}
+    child = {"config": config, "base": str(tmp_path / "cluster"), "until": "filter", **args}
     res = subprocess.run(
         [sys.executable, "-c", CLUSTER_RUN],
-        input=json.dumps(args),
+        input=json.dumps(child),
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=600,
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    cluster = tmp_path / "cluster" / "runs" / "t"
+    return local, tmp_path / "cluster" / "runs" / "t"
+
+
+def test_a_two_node_cluster_reads_objects_and_writes_the_local_runs_outputs(bucket, tmp_path):
+    local, cluster = _on_cluster(bucket, tmp_path)
     _same(local, cluster)
     for stage in ("ingest", "filter"):
         m = json.loads((cluster / stage / "manifest.json").read_text())
@@ -94,29 +100,8 @@ def test_a_node_killed_mid_stage_and_the_run_resumes_to_the_same_outputs(bucket,
     """The second node dies after the first results of ingest: Ray runs its tasks again
     on the head (or the run fails and runs again); either way the outputs are the local
     run's, and no part the dead node left is taken for a finished one."""
-    name, fs = bucket
-    folder = _pieces_inputs(tmp_path / "in")
-    fs.put(str(folder), f"{name}/in", recursive=True)
-    options = {"endpoint_url": fs.endpoint_url, "key": "testing", "secret": "testing"}
-    (tmp_path / "local").mkdir()
-    (tmp_path / "cluster").mkdir()
-    local = _local_run(_pieces_config(str(folder)), tmp_path / "local")
-    args = {
-        "config": _pieces_config(f"s3://{name}/in", options),
-        "base": str(tmp_path / "cluster"),
-        "until": "filter",
-        "kill_after": 2,
-    }
-    res = subprocess.run(
-        [sys.executable, "-c", CLUSTER_RUN],
-        input=json.dumps(args),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    _same(local, tmp_path / "cluster" / "runs" / "t")
+    local, cluster = _on_cluster(bucket, tmp_path, kill_after=2)
+    _same(local, cluster)
 
 
 def _local_run(data: dict, base: Path) -> Path:

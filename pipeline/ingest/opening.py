@@ -106,12 +106,8 @@ def _check_object(path: UPath, expect: str) -> None:
     """check_source_path for an object in storage: a file is an object, a folder a prefix."""
     try:
         kind = path.fs.info(path.path).get("type")
-    except FileNotFoundError:
-        raise SourceUnreadable(f"{path}: no such file or folder") from None
-    except PermissionError:
-        raise SourceUnreadable(f"{path}: permission denied") from None
-    except Exception as e:  # the store's own: no credentials, no endpoint, a timeout ...
-        raise SourceUnreadable(f"{path}: cannot be read: {storage.why(e)}") from None
+    except Exception as e:
+        raise _unreadable_object(path, e) from None
     is_dir = kind == "directory"
     if is_dir and expect == "file":
         raise SourceUnreadable(f"{path}: is a folder; this source reads one file")
@@ -193,15 +189,22 @@ class _Object(io.RawIOBase):
 def _open_object(path: UPath) -> BinaryIO:
     try:
         f = path.fs.open(path.path, "rb", block_size=CHUNK)
-    except FileNotFoundError:
-        raise SourceUnreadable(f"{path}: No such file or directory") from None
-    except IsADirectoryError:
-        raise SourceUnreadable(f"{path}: is a folder; this source reads one file") from None
-    except PermissionError:
-        raise SourceUnreadable(f"{path}: permission denied") from None
-    except Exception as e:  # the store's own: no credentials, no endpoint, a timeout ...
-        raise SourceUnreadable(f"{path}: cannot be read: {storage.why(e)}") from None
+    except Exception as e:
+        raise _unreadable_object(path, e) from None
     return cast(BinaryIO, _Object(f, str(path)))
+
+
+def _unreadable_object(path: UPath, e: Exception) -> SourceUnreadable:
+    """An object that cannot be listed or opened, in one line: missing, a prefix where an
+    object is expected, denied, or the store's own error (no credentials, no endpoint, a
+    timeout ...)."""
+    if isinstance(e, FileNotFoundError):
+        return SourceUnreadable(f"{path}: no such file or folder")
+    if isinstance(e, IsADirectoryError):
+        return SourceUnreadable(f"{path}: is a folder; this source reads one file")
+    if isinstance(e, PermissionError):
+        return SourceUnreadable(f"{path}: permission denied")
+    return SourceUnreadable(f"{path}: cannot be read: {storage.why(e)}")
 
 
 def parquet_file(path: Location) -> pq.ParquetFile:
