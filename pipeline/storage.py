@@ -64,9 +64,7 @@ def at(url: str, options: dict[str, Any] | None = None) -> UPath:
     try:
         return UPath(url, **(options or {}))
     except ImportError as e:
-        name = scheme(url) or url
-        package = _PACKAGE.get(name, f"the fsspec implementation of {name}://")
-        raise EnvError(f"{url}: reading {name}:// needs {package} (pip install {package})") from e
+        raise EnvError(needs(url)) from e
     except (ValueError, TypeError) as e:  # an unknown scheme, or options it does not take
         raise EnvError(f"{url}: {e}") from None
 
@@ -77,6 +75,13 @@ def why(e: BaseException) -> str:
     text = " ".join(str(e).split())
     name = type(e).__name__
     return text if isinstance(e, OSError) or not text else f"{name}: {text}"
+
+
+def needs(url: str) -> str:
+    """The line for a URL whose scheme's fsspec implementation is not installed."""
+    name = scheme(url) or url
+    package = _PACKAGE.get(name, f"the fsspec implementation of {name}://")
+    return f"{url}: reading {name}:// needs {package} (pip install {package})"
 
 
 def join(base: str, rel: str) -> str:

@@ -203,3 +203,12 @@ def test_a_read_that_fails_midway_stops_the_source_and_records_nothing(
     assert res.exit_code == 3, res.output
     assert f"{url}: reading failed at byte" in res.output and "connection reset" in res.output
     assert not (tmp_path / "r" / "ingest" / "manifest.json").exists()
+
+
+def test_a_scheme_whose_package_is_missing_names_it(tmp_path, cli, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gcsfs", None)  # importing it fails, installed or not
+    res = cli("run", "gs://b/x.jsonl", "--out", tmp_path / "r", ok=False)
+    assert res.exit_code == 3
+    assert "gs://b/x.jsonl: reading gs:// needs gcsfs (pip install gcsfs)" in res.output

@@ -204,6 +204,8 @@ def _unreadable_object(path: UPath, e: Exception) -> SourceUnreadable:
         return SourceUnreadable(f"{path}: is a folder; this source reads one file")
     if isinstance(e, PermissionError):
         return SourceUnreadable(f"{path}: permission denied")
+    if isinstance(e, ImportError):  # fsspec imports a scheme's package on first use
+        return SourceUnreadable(storage.needs(str(path)))
     return SourceUnreadable(f"{path}: cannot be read: {storage.why(e)}")
 
 
