@@ -238,7 +238,7 @@ def run_stage(
     if workers:
         extra["workers_cpu_s"] = round(workers, 3)
     nodes = {n: k - nodes0.get(n, 0) for n, k in worker_nodes().items() if k > nodes0.get(n, 0)}
-    if nodes:  # on Ray: the tasks that wrote its outputs, per node
+    if nodes:  # on Ray: its tasks, per node
         extra["ray_nodes"] = dict(sorted(nodes.items()))
     if (peak := peak_rss_mib()) is not None:
         extra["peak_rss_mib"] = peak

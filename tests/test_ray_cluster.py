@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_storage import _pieces_config, _pieces_inputs, _same
+from tests.test_storage import _ingest, _pieces_config, _same, _staged
 
 pytest.importorskip("ray", reason="Ray is the optional [ray] extra (in [dev])")
 
@@ -65,14 +65,10 @@ print(json.dumps({"attempts": attempts}))
 def _on_cluster(bucket, tmp_path: Path, **args) -> tuple[Path, Path]:
     """The pieces inputs run locally from files, and on the two-node cluster from the S3
     server (`args`: more for the child, as kill_after): the two run folders."""
-    name, fs = bucket
-    folder = _pieces_inputs(tmp_path / "in")
-    fs.put(str(folder), f"{name}/in", recursive=True)
-    options = {"endpoint_url": fs.endpoint_url, "key": "testing", "secret": "testing"}
-    (tmp_path / "local").mkdir()
+    folder, url, options = _staged(bucket, tmp_path)
+    local = _ingest(_pieces_config(str(folder)), tmp_path / "local", until="filter")
     (tmp_path / "cluster").mkdir()
-    local = _local_run(_pieces_config(str(folder)), tmp_path / "local")
-    config = _pieces_config(f"s3://{name}/in", options)
+    config = _pieces_config(url, options)
     config["filter"] = {"batch_size": 16}  # several spans: tasks at once, on both nodes
     child = {"config": config, "base": str(tmp_path / "cluster"), "until": "filter", **args}
     res = subprocess.run(
@@ -102,12 +98,3 @@ def test_a_node_killed_mid_stage_and_the_run_resumes_to_the_same_outputs(bucket,
     run's, and no part the dead node left is taken for a finished one."""
     local, cluster = _on_cluster(bucket, tmp_path, kill_after=2)
     _same(local, cluster)
-
-
-def _local_run(data: dict, base: Path) -> Path:
-    from pipeline.api import Pipeline
-
-    p = Pipeline.from_config(data)
-    p.config = p.config.with_base_dir(base)
-    p.run(until="filter")
-    return base / "runs" / "t"

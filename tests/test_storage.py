@@ -101,24 +101,32 @@ def _pieces_inputs(folder: Path) -> Path:
     return folder
 
 
-def _ingest(data: dict, base: Path, executor: str = "local") -> Path:
+def _staged(bucket, tmp_path: Path) -> tuple[Path, str, dict]:
+    """The pieces inputs as local files and in the bucket: (their folder, their URL, the
+    storage options that read them without the AWS variables)."""
+    name, fs = bucket
+    folder = _pieces_inputs(tmp_path / "in")
+    fs.put(str(folder), f"{name}/in", recursive=True)
+    options = {"endpoint_url": fs.endpoint_url, "key": "testing", "secret": "testing"}
+    return folder, f"s3://{name}/in", options
+
+
+def _ingest(data: dict, base: Path, executor: str = "local", until: str = "ingest") -> Path:
+    """The config run up to `until` in a run folder under `base` (made here)."""
+    base.mkdir()
     data["run"]["executor"] = executor
     p = Pipeline.from_config(data)
     p.config = p.config.with_base_dir(base)
-    p.run(until="ingest")
+    p.run(until=until)
     return base / "runs" / "t"
 
 
 def test_pieces_of_objects_read_as_local_pieces(bucket, tmp_path):
     """ingest.root a URL, read with run.storage_options: the same items and errors as the
     local files, each piece read from its own byte range or row groups of the object."""
-    name, fs = bucket
-    folder = _pieces_inputs(tmp_path / "in")
-    fs.put(str(folder), f"{name}/in", recursive=True)
-    (tmp_path / "l").mkdir()
-    (tmp_path / "r").mkdir()
+    folder, url, _ = _staged(bucket, tmp_path)
     local = _ingest(_pieces_config(str(folder)), tmp_path / "l")
-    remote = _ingest(_pieces_config(f"s3://{name}/in"), tmp_path / "r")
+    remote = _ingest(_pieces_config(url), tmp_path / "r")
     _same(local, remote)
     m = json.loads((remote / "ingest" / "manifest.json").read_text())
     assert sorted(m["inputs"]) == ["edits.csv.gz", "edits.jsonl", "parts"]
@@ -127,14 +135,9 @@ def test_pieces_of_objects_read_as_local_pieces(bucket, tmp_path):
 def test_ray_workers_read_their_own_pieces_of_objects(bucket, tmp_path, ray_local):
     """On Ray the workers open the objects themselves, with the run's storage options (the
     workers were started before the AWS variables were set, so only the options reach them)."""
-    name, fs = bucket
-    folder = _pieces_inputs(tmp_path / "in")
-    fs.put(str(folder), f"{name}/in", recursive=True)
-    options = {"endpoint_url": fs.endpoint_url, "key": "testing", "secret": "testing"}
-    (tmp_path / "l").mkdir()
-    (tmp_path / "r").mkdir()
+    folder, url, options = _staged(bucket, tmp_path)
     local = _ingest(_pieces_config(str(folder)), tmp_path / "l")
-    remote = _ingest(_pieces_config(f"s3://{name}/in", options), tmp_path / "r", "ray")
+    remote = _ingest(_pieces_config(url, options), tmp_path / "r", "ray")
     _same(local, remote)
 
 

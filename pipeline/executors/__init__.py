@@ -136,11 +136,17 @@ def writer(
 
 def worker_cpu_s() -> float:
     """CPU seconds Ray spent for this process so far (0 without Ray; executors.ray)."""
-    ray_executor = sys.modules.get("pipeline.executors.ray")
-    return ray_executor.worker_cpu_s() if ray_executor is not None else 0.0
+    on_ray = _ray_executor()
+    return on_ray.worker_cpu_s() if on_ray is not None else 0.0
 
 
 def worker_nodes() -> dict[str, int]:
-    """Tasks that wrote outputs, per Ray node, so far ({} without Ray)."""
-    ray_executor = sys.modules.get("pipeline.executors.ray")
-    return ray_executor.worker_nodes() if ray_executor is not None else {}
+    """Ray tasks run per node so far ({} without Ray)."""
+    on_ray = _ray_executor()
+    return on_ray.worker_nodes() if on_ray is not None else {}
+
+
+def _ray_executor() -> Any:
+    """executors.ray if this process has used it (nothing to count otherwise): not imported
+    here, so a local run never imports Ray's side."""
+    return sys.modules.get("pipeline.executors.ray")

@@ -72,13 +72,13 @@ class TreeCPU:
         self.pids = pids
         self.seen: dict[tuple[int, float], float] = {}
         self.lock = threading.Lock()
-        self.stop = threading.Event()
         self.every = every
         self.sample()
         threading.Thread(target=self._loop, name="ray-cpu", daemon=True).start()
 
-    def _loop(self) -> None:
-        while not self.stop.wait(self.every):
+    def _loop(self) -> None:  # for the life of the process, as the Ray instance's
+        while True:
+            time.sleep(self.every)
             self.sample()
 
     def sample(self) -> float:
@@ -113,7 +113,7 @@ _nodes: Counter[str] = Counter()  # tasks run per Ray node, for this process
 
 
 def worker_nodes() -> dict[str, int]:
-    """Tasks run so far for this process per Ray node (its id), those that write outputs."""
+    """Tasks run so far for this process per Ray node (its id)."""
     return dict(_nodes)
 
 
@@ -152,9 +152,13 @@ def ray_batches(
     numbered wrong. With `held` (the outputs' schemas), outputs stay with the workers
     (`Held`, for RayParts)."""
     spans = Parts(src).spans(size)
-    run = ray_held if held is not None else ray_tasks
-    extra = (held,) if held is not None else ()
-    for outs, counts in run(cfg.run, spans, _span_task, (fn, ctx, columns, size), *extra):
+    job = (fn, ctx, columns, size)
+    results = (
+        ray_held(cfg.run, spans, _span_task, job, held)
+        if held is not None
+        else ray_tasks(cfg.run, spans, _span_task, job)
+    )
+    for outs, counts in results:
         rows = counts.pop(ROWS)
         yield outs, counts, rows
 
@@ -172,18 +176,10 @@ def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator
     """What fn yields for each task, task after task, each result's outputs as Arrow tables
     (for work whose results the stage uses itself: dedup's, decontaminate's, shapes' and
     export's per-item work)."""
-    if not todo:
-        return
-    ray = ensure_ray(run)
-    for gen in _streams(ray, _results, todo, (fn, ctx)):
-        for ref in gen:
-            got = _get(ray, ref)
-            if isinstance(got, dict) and got.get(END):
-                _ended(got)
-                break
-            outs, counts = got
-            del got, ref  # the object freed: what the stage keeps is its own copy
-            yield {n: _own(t) for n, t in outs.items()}, counts
+    for got, _ in _read(run, _results, todo, (fn, ctx)):
+        outs, counts = got
+        del got  # the object freed: what the stage keeps is its own copy
+        yield {n: _own(t) for n, t in outs.items()}, counts
 
 
 def _own(t: pa.Table) -> pa.Table:
@@ -237,10 +233,23 @@ def _streams(
             ray.cancel(gen)
 
 
-def _ended(end: dict[str, Any]) -> None:
-    """A task's END: its worker's CPU time and node, counted."""
-    _worker_cpu[0] += end["cpu_s"]
-    _nodes[end["node"]] += 1
+def _read(
+    run: RunConfig, work: Callable[..., Iterator[Any]], todo: list[Any], job: Any
+) -> Iterator[tuple[Any, Any]]:
+    """What the tasks of `work` yield (_streams), task after task: each object and its
+    task's generator (to read the objects that follow it); each task's END counted (its
+    worker's CPU time and node), not given. No task: Ray is not started."""
+    if not todo:
+        return
+    ray = ensure_ray(run)
+    for gen in _streams(ray, work, todo, job):
+        for ref in gen:
+            got = _get(ray, ref)
+            if isinstance(got, dict) and got.get(END):
+                _worker_cpu[0] += got["cpu_s"]
+                _nodes[got["node"]] += 1
+                break
+            yield got, gen
 
 
 # --------------------------------------------------------- outputs written by the workers
@@ -302,17 +311,9 @@ def ray_held(
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """What fn yields for each task, task after task, as `ray_tasks` gives it, except that
     outputs stay with the workers: each output a `Held` (RayParts writes them)."""
-    if not todo:
-        return
-    ray = ensure_ray(run)
-    for gen in _streams(ray, _produce, todo, (fn, ctx, schemas)):
-        for ref in gen:
-            meta = _get(ray, ref)
-            if meta.get(END):
-                _ended(meta)
-                break
-            outs = {n: Held(next(gen), n, 0, r) for n, r in meta["rows"].items()}
-            yield outs, meta["counts"]
+    for meta, gen in _read(run, _produce, todo, (fn, ctx, schemas)):
+        outs = {n: Held(next(gen), n, 0, r) for n, r in meta["rows"].items()}
+        yield outs, meta["counts"]
 
 
 def _write_part(
