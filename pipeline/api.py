@@ -16,13 +16,15 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import storage
 from pipeline.config import Config, ConfigError, apply_override, load_config, validate
 from pipeline.errors import EnvError, UsageError
+from pipeline.parts import scan_output
 from pipeline.runner import CompileAhead, StageResult, run_stage, stage_key
 from pipeline.runs import CONFIG_FILE, read_manifest, run_lock, stale_stages, write_text
 from pipeline.secrets.masking import mask
 from pipeline.stage import PIPELINE, Stage, resolve
-from pipeline.storage import is_url
+from pipeline.storage import Location, is_url
 
 
 def _set(data: dict[str, Any], key: str, value: Any) -> None:
@@ -54,6 +56,12 @@ def _input_path(given: str | Path) -> Path:
         raise EnvError(str(e)) from None
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         raise EnvError(f"{p}: too many levels of symbolic links") from None
+
+
+def _same_folder(a: Location, b: Location) -> bool:
+    if storage.is_remote(a) or storage.is_remote(b):
+        return str(a).rstrip("/") == str(b).rstrip("/")
+    return a.resolve() == b.resolve()
 
 
 def detect_source(path: Path) -> dict[str, Any]:
@@ -122,7 +130,8 @@ class Pipeline:
     ) -> Pipeline:
         """The pipeline a run folder was made with (the config it keeps, RUN_DIR/config.toml),
         overrides and sets on top: a run continued stage by stage without its config file."""
-        stored = Path(run_dir) / CONFIG_FILE
+        where = storage.location(run_dir)
+        stored = where / CONFIG_FILE
         if not stored.is_file():
             raise UsageError(
                 f"{run_dir}: no {CONFIG_FILE} (not a run folder, or one made before run folders "
@@ -133,8 +142,13 @@ class Pipeline:
                 f"{stored}: its values hold a secret, masked, so it cannot be loaded; give "
                 "--config FILE"
             )
-        p = cls.from_config(stored, overrides, sets)
-        if p.config.run_dir.resolve() != Path(run_dir).resolve():
+        if storage.is_remote(stored):  # read here: the config loader reads local files
+            from pipeline.config.load import read_toml
+
+            p = cls.from_config(read_toml(stored.read_text(encoding="utf-8")), overrides, sets)
+        else:
+            p = cls.from_config(stored, overrides, sets)
+        if not _same_folder(p.config.run_dir, where):
             raise UsageError(
                 f"{run_dir}: its {CONFIG_FILE} names the run folder {p.config.run_dir} (moved, "
                 "or run.root/run.name set); give --config FILE"
@@ -184,6 +198,9 @@ class Pipeline:
             if mask(stem)[1]:  # a file named after a token: the folder must not be
                 stem = "run"
             run = {"root": str(Path.cwd() / "runs"), "name": stem}
+        elif isinstance(out, str) and is_url(out):  # a run folder in object storage
+            root, _, name = out.rstrip("/").rpartition("/")
+            run = {"root": root, "name": name}
         else:
             try:
                 o = Path(out).expanduser().resolve()
@@ -222,7 +239,7 @@ class Pipeline:
             # first stage runs, by the later stages' keys, kept for their runs (the first's
             # key runs first anyway, and hashes the inputs)
             keys = {s.name: stage_key(s, cfg) for s in todo[1:]}
-            with run_lock(cfg.run_dir, cfg.resolve(cfg.run.root)):
+            with run_lock(cfg.run_dir, cfg.run_root):
                 write_text(cfg.run_dir / CONFIG_FILE, self.stored_config())
                 for stage in todo:
                     ahead.wait(stage)
@@ -242,12 +259,12 @@ class Run:
 
     def __init__(
         self,
-        path: Path,
+        path: Location | str,
         results: list[StageResult] | None = None,
         wall_s: float = 0.0,
         stages: tuple[Stage, ...] = PIPELINE,
     ):
-        self.path = Path(path)
+        self.path = storage.location(path) if isinstance(path, str) else path
         self.results = results or []
         self.wall_s = wall_s
         self.stages = stages
@@ -258,7 +275,7 @@ class Run:
         p = self.path / rel
         if not p.exists():
             raise UsageError(f"{p}: no such output (stage not run, or no such name)")
-        return pl.scan_parquet(p)
+        return scan_output(p)
 
     def summary(self) -> dict[str, Any]:
         """Counts per stage, outputs (run-relative, rows), wall time: what `--json` prints."""

@@ -35,11 +35,13 @@ from pipeline.cli_base import (
     StageConfigOpt,
     check_report_options,
     fail,
+    run_folder,
     set_debug,
 )
 from pipeline.console import console, json_text
 from pipeline.errors import DATA
 from pipeline.stage import NAMES, PIPELINE, SMOKE, by_name
+from pipeline.storage import Location
 
 if TYPE_CHECKING:
     from pipeline.api import Pipeline, Run
@@ -81,9 +83,9 @@ def _pipeline(
     config: Path | None,
     sets: list[str] | None,
     paths: list[str] | None = None,
-    out: Path | None = None,
+    out: str | None = None,
     print_config: bool = False,
-    run_dir: Path | None = None,
+    run_dir: str | None = None,
 ) -> Pipeline:
     """The Pipeline from a config, input paths or a run folder's own config; --print-config
     prints it and exits."""
@@ -132,7 +134,7 @@ def _show(stage: Stage, result: StageResult) -> None:
 
 def _one_stage(
     name: str,
-    run_dir: Path | None,
+    run_dir: str | None,
     config: Path | None,
     sets: list[str] | None,
     force: bool,
@@ -187,7 +189,7 @@ def run_all(
     config: OptConfigOpt = None,
     set_: SetOpt = None,
     out: Annotated[
-        Optional[Path],  # noqa: UP045
+        Optional[str],  # noqa: UP045 (a URL too: s3://bucket/runs/edits)
         typer.Option("--out", "-o", help="Run folder (with paths; default ./runs/<stem>)."),
     ] = None,
     until: Annotated[
@@ -272,13 +274,14 @@ def tune(
     from pipeline.dedup.tune import tune as run_tune
     from pipeline.runs import run_lock
 
-    with run_lock(run_dir, create=False):
-        res = run_tune(run_dir, base=base, step=step, labels=labels, ngrams=ngram)
+    where = run_folder(run_dir)
+    with run_lock(where, create=False):
+        res = run_tune(where, base=base, step=step, labels=labels, ngrams=ngram)
         print_tune(res)
-        _refresh_report(run_dir)
+        _refresh_report(where)
 
 
-def _refresh_report(run_dir: Path) -> None:
+def _refresh_report(run_dir: Location) -> None:
     """tune and smoke-train add to what the report shows (the sweep; the smoke table, plot and
     the recommendation's culprit sets), so they write it again, under the caller's run lock, and
     say so; where the report cannot be built, they say why and what to run."""
@@ -304,12 +307,13 @@ def report(
     from pipeline.report.report import write_report
     from pipeline.runs import run_lock
 
-    with run_lock(run_dir, create=False):
-        paths = write_report(run_dir, scope=scope, batch=batch, seed=seed)
+    where = run_folder(run_dir)
+    with run_lock(where, create=False):
+        paths = write_report(where, scope=scope, batch=batch, seed=seed)
     console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
 
 
-def _say_stale(run_dir: Path) -> None:
+def _say_stale(run_dir: Location) -> None:
     """The stages whose inputs changed after they ran (their manifests are set aside)."""
     from pipeline.runs import stale_stages
 
@@ -327,10 +331,11 @@ def verify(run_dir: RunDir) -> None:
     """Check that every item that entered a stage left it in exactly one output."""
     from pipeline.verify import verify_run
 
-    problems, passed = verify_run(run_dir)
+    where = run_folder(run_dir)
+    problems, passed = verify_run(where)
     for p in passed:
         console.print(Text.assemble(("ok ", "green"), p))
-    _say_stale(run_dir)
+    _say_stale(where)
     if problems:
         for p in problems:
             console.print(Text.assemble(("FAIL ", "bold red"), p))
@@ -355,9 +360,10 @@ def why(
     from pipeline import why as why_mod
     from pipeline.console import make_console
 
-    if not run_dir.is_dir():
+    where = run_folder(run_dir)
+    if not where.is_dir():
         fail(f"{run_dir}: no such run folder")
-    results = why_mod.explain(run_dir, ids)
+    results = why_mod.explain(where, ids)
     if json_:
         typer.echo(json_text(results, indent=2))
     else:

@@ -16,8 +16,10 @@ import typer
 from rich.text import Text
 from typer.core import TyperGroup
 
+from pipeline import storage
 from pipeline.console import console, visible
 from pipeline.errors import USAGE, exit_code, one_line
+from pipeline.storage import Location
 
 _DEBUG = {"on": False}  # set by the top-level callback on every invocation
 
@@ -66,7 +68,7 @@ StageConfigOpt = Annotated[
     ),
 ]
 OptRunDir = Annotated[
-    Optional[Path],  # noqa: UP045
+    Optional[str],  # noqa: UP045 (strings: a Path would make s3://b/x s3:/b/x)
     typer.Argument(
         help="A run folder made by `editcurate run`: its stored config (with --set on top).",
         readable=False,
@@ -117,7 +119,10 @@ NgramOpt = Annotated[
     Optional[list[int]],  # noqa: UP045
     typer.Option(help="Also re-score the pairs at this shingle size (repeatable)."),
 ]
-RunDir = Annotated[Path, typer.Argument(help="A run folder, e.g. data/runs/sample", readable=False)]
+RunDir = Annotated[
+    str,  # a local folder or a URL (s3://bucket/runs/edits): cli.run_folder reads it
+    typer.Argument(help="A run folder, e.g. data/runs/sample, or s3://bucket/runs/sample"),
+]
 SEED_LIMIT = 1 << 32  # numpy's generators take 0 <= seed < 2**32
 
 
@@ -127,3 +132,9 @@ def check_report_options(scope: str, batch: int, seed: int) -> None:
         fail(f"report --batch: must be >= 1, got {batch}")
     if not 0 <= seed < SEED_LIMIT:
         fail(f"report --seed: must be >= 0 and < {SEED_LIMIT}, got {seed}")
+
+
+def run_folder(s: str) -> Location:
+    """A run folder named on the command line: a local path, or a URL (s3://bucket/runs/x)
+    read with the standard credentials (the AWS_* variables)."""
+    return storage.location(s)

@@ -9,7 +9,9 @@ output by that path. A plain Parquet file still reads as a one-part output (runs
 before parts, or a table a user hands in).
 
 The folder is written as a temp folder beside it and renamed into place when complete, so a
-reader never sees a half-written output.
+reader never sees a half-written output. On object storage (a run folder at a URL), which has
+no rename, the parts are written in place and the stage's manifest is the commit
+(pipeline/storage.py).
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.errors import DataError
+from pipeline.storage import Location
 
 PART_ROWS = 1 << 18  # rows per part: a few row groups of any stage's batch size
 PART_GLOB = "part-*.parquet"
@@ -35,22 +40,48 @@ def part_name(k: int) -> str:
     return f"part-{k:05d}.parquet"
 
 
-def part_files(path: Path) -> list[Path]:
+def part_files(path: Location) -> list[Location]:
     """The parts of an output in row order (a plain file is its own one part)."""
     if not path.is_dir():
         return [path]
-    found = sorted(path.glob(PART_GLOB))  # zero-padded names: sorted = row order
+    found: list[Location] = sorted(path.glob(PART_GLOB), key=str)  # zero-padded: row order
     if not found:
         raise DataError(f"{path}: a folder output with no Parquet parts ({PART_GLOB})")
     return found
 
 
-def read_schema(path: Path) -> pa.Schema:
-    return pq.read_schema(part_files(path)[0])
+def open_parquet(path: Location | str) -> pq.ParquetFile:
+    """A part's reader, local or an object, without pre-buffering (see Parts)."""
+    if not isinstance(path, str) and storage.is_remote(path):
+        return pq.ParquetFile(storage.open_read(path), pre_buffer=False)
+    return pq.ParquetFile(path, pre_buffer=False)
 
 
-def num_rows(path: Path) -> int:
-    return sum(pq.read_metadata(f).num_rows for f in part_files(path))
+def read_schema(path: Location) -> pa.Schema:
+    return open_parquet(part_files(path)[0]).schema_arrow
+
+
+def num_rows(path: Location) -> int:
+    return sum(open_parquet(f).metadata.num_rows for f in part_files(path))
+
+
+def scan_output(path: Location) -> pl.LazyFrame:
+    """An output (its parts, in row order) as a polars LazyFrame, local or on object storage."""
+    files = part_files(path)
+    opts = storage.polars_source(path)[1]
+    return pl.scan_parquet([storage.polars_source(f)[0] for f in files], storage_options=opts)
+
+
+def read_output(path: Location, columns: list[str] | None = None) -> pl.DataFrame:
+    """An output's rows (only `columns`) as a polars DataFrame."""
+    lf = scan_output(path)
+    return (lf.select(columns) if columns is not None else lf).collect()
+
+
+def read_table(path: Location, columns: list[str] | None = None) -> pa.Table:
+    """An output's rows (only `columns`) as an Arrow table, its parts in order."""
+    tables = [open_parquet(f).read(columns=columns) for f in part_files(path)]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 @dataclass(frozen=True)
@@ -58,7 +89,7 @@ class Span:
     """Rows [skip, skip + rows) of the row groups `groups` ((file, row group), in order):
     consecutive batches of a Parts.iter_batches, read by one worker (read_span)."""
 
-    groups: list[tuple[str, int]]
+    groups: list[tuple[Location | str, int]]
     skip: int
     rows: int
 
@@ -72,7 +103,7 @@ def read_span(span: Span, size: int, columns: list[str] | None = None) -> Iterat
     def rows() -> Iterator[pa.RecordBatch]:
         skip, left = span.skip, span.rows
         for path, rg in span.groups:
-            f = opened.get(path) or opened.setdefault(path, pq.ParquetFile(path, pre_buffer=False))
+            f = opened.get(str(path)) or opened.setdefault(str(path), open_parquet(path))
             for b in f.iter_batches(batch_size=size, row_groups=[rg], columns=columns):
                 if skip >= b.num_rows:
                     skip -= b.num_rows
@@ -112,10 +143,13 @@ class Parts:
     Files are opened without pre-buffering: with it, a reader keeps every page it read for
     as long as it lives, and memory would grow with the corpus."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Location):
         self.path = path
-        self.paths = [str(f.absolute()) for f in part_files(path)]  # workers' cwd may differ
-        self.files = [pq.ParquetFile(f, pre_buffer=False) for f in self.paths]
+        # workers' cwd may differ: absolute paths (an object's URL travels with its options)
+        self.paths: list[Location | str] = [
+            f if storage.is_remote(f) else str(f.absolute()) for f in part_files(path)
+        ]
+        self.files = [open_parquet(f) for f in self.paths]
         self.schema_arrow: pa.Schema = self.files[0].schema_arrow
         # global row number where each row group starts, and its (file, group)
         starts, where, at = [], [], 0
@@ -185,22 +219,28 @@ class Parts:
 
 class PartSink:
     """A writer of an output's parts: `write_table` cuts at every `part_rows` rows; `close`
-    renames the finished folder into place (and `abort` drops it)."""
+    renames the finished folder into place (and `abort` drops it). On object storage the
+    parts are written in place, the output's old objects deleted first (no rename there:
+    the stage's manifest is the commit)."""
 
-    def __init__(self, dest: Path, schema: pa.Schema, part_rows: int = PART_ROWS, **opts: Any):
+    def __init__(self, dest: Location, schema: pa.Schema, part_rows: int = PART_ROWS, **opts: Any):
         self.dest = dest
-        self.tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        remove(self.tmp)
-        self.tmp.mkdir(parents=True)
+        self.tmp: Location = dest
+        if storage.is_remote(dest):
+            storage.delete(dest)
+        else:
+            self.tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+            remove(self.tmp)
+            self.tmp.mkdir(parents=True)
         self.schema = schema
         self.part_rows = part_rows
         self.opts = opts
         self.k = 0
         self.in_part = 0
-        self.writer: pq.ParquetWriter | None = None
+        self.writer: PartWriter | None = None
 
-    def _open(self) -> pq.ParquetWriter:
-        self.writer = pq.ParquetWriter(self.tmp / part_name(self.k), self.schema, **self.opts)
+    def _open(self) -> PartWriter:
+        self.writer = PartWriter(self.tmp / part_name(self.k), self.schema, **self.opts)
         return self.writer
 
     def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
@@ -225,12 +265,28 @@ class PartSink:
             self._open()  # no rows: one empty part, so the output still has its schema
         if self.writer is not None:
             self.writer.close()
-        replace_tree(self.tmp, self.dest)
+        if not storage.is_remote(self.dest):
+            replace_tree(self.tmp, self.dest)  # type: ignore[arg-type]
 
     def abort(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        remove(self.tmp)
+
+
+class PartWriter(pq.ParquetWriter):
+    """A ParquetWriter on a local file or an object (uploaded as it is closed)."""
+
+    def __init__(self, path: Location | str, schema: pa.Schema, **opts: Any):
+        remote = not isinstance(path, str) and storage.is_remote(path)
+        self._file = storage.open_write(path) if remote else None  # type: ignore[arg-type]
+        super().__init__(self._file if self._file is not None else path, schema, **opts)
+
+    def close(self) -> None:
+        super().close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def as_table(b: Any) -> pa.Table:
@@ -285,11 +341,14 @@ class Writer:
                 self._write(name, self.rows[name])
 
 
-def remove(path: Path) -> None:
+def remove(path: Location) -> None:
     """Remove whatever is at `path`: a folder's tree, or a file or symlink itself (never what
     a link points at). A temp path is cleared so before it is written: shutil.rmtree refuses
-    a symlink, and a writer given the path would write through it."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
+    a symlink, and a writer given the path would write through it. An object, or a prefix's
+    objects, are deleted."""
+    if storage.is_remote(path):
+        storage.delete(path)
+    elif path.is_symlink() or (path.exists() and not path.is_dir()):
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)

@@ -18,23 +18,23 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.text import Text
 
+from pipeline import storage
 from pipeline.config import Config
 from pipeline.console import console, progress
 from pipeline.errors import DataError
 from pipeline.executors import batches, worker_cpu_s, worker_nodes, writer
 from pipeline.executors.contract import merge
 from pipeline.jit import none_cached, uncached_kernels
-from pipeline.parts import Parts, read_schema, remove, replace_tree
+from pipeline.parts import Parts, read_schema, read_table, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
     StageRun,
@@ -44,6 +44,7 @@ from pipeline.runs import (
     write_text,
 )
 from pipeline.stage import PKG, Output, Stage, code_version, import_graph, resolve
+from pipeline.storage import Location
 
 DEFAULT_BATCH = 65_536  # rows a map stage's batches hold unless it says (Stage.batch_size)
 
@@ -57,7 +58,7 @@ class StageIO:
     run: StageRun
 
     @property
-    def dir(self) -> Path:
+    def dir(self) -> Location:
         return self.run.dir
 
     @property
@@ -69,11 +70,11 @@ class StageIO:
         """The items it reads: its first input, as PIPELINE declares it ("filter/kept.parquet")."""
         return self.stage.reads[0]
 
-    def input(self, rel: str) -> Path:
+    def input(self, rel: str) -> Location:
         return self.cfg.run_dir / rel
 
     def table(self, rel: str, columns: list[str] | None = None) -> pa.Table:
-        return pq.read_table(self.input(rel), columns=columns)
+        return read_table(self.input(rel), columns=columns)
 
     def parts(self, rel: str) -> Parts:
         """An input output's parts, read as one table (pipeline/parts.py)."""
@@ -92,12 +93,37 @@ class StageIO:
         write_text(self.dir / name, text)
 
     def write_tree(self, name: str, build: Callable[[Path], None]) -> None:
-        """A folder output, built in a temp folder renamed over the old one."""
+        """A folder output, built in a temp folder renamed over the old one (on object
+        storage: built in a local temp folder, its objects uploaded over the old ones)."""
         dest = self.dir / name
+        if storage.is_remote(dest):
+            with tempfile.TemporaryDirectory(prefix="editcurate-") as d:
+                build(Path(d) / name)
+                storage.delete(dest)
+                dest.fs.put(str(Path(d) / name), dest.path, recursive=True)
+            return
         tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
         remove(tmp)  # a symlink left there would have `build` write through it
         build(tmp)
         replace_tree(tmp, dest)
+
+    @contextmanager
+    def scratch(self, name: str) -> Iterator[Path]:
+        """A working folder of the stage's own (memory-mapped stores, temp buckets), removed
+        whatever happens: `.NAME.PID` in the stage folder (what a killed run left there is
+        removed first), or a local temp folder when the run folder is in object storage."""
+        if storage.is_remote(self.dir):
+            with tempfile.TemporaryDirectory(prefix=f"editcurate-{name}-") as d:
+                yield Path(d)
+            return
+        for old in self.dir.glob(f".{name}.*"):  # left by a run that was killed (or a link)
+            remove(old)
+        work = self.dir / f".{name}.{os.getpid()}"
+        work.mkdir(parents=True)
+        try:
+            yield work
+        finally:
+            remove(work)
 
     def progress(self) -> Any:
         return progress()
@@ -343,7 +369,7 @@ def _say_compiling(stage: Stage) -> None:
         )
 
 
-def _check_schema(stage: Stage, out: Output, path: Path, in_schema: pa.Schema | None) -> None:
+def _check_schema(stage: Stage, out: Output, path: Location, in_schema: pa.Schema | None) -> None:
     if not path.exists():
         raise StageFailed(f"{stage.name}: the stage did not write its output {out.name}")
     want = declared_schema(out, in_schema)

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from pipeline import storage
 from pipeline.errors import EnvError, UsageError
-from pipeline.parts import PartSink, num_rows, remove
+from pipeline.parts import PartSink, PartWriter, num_rows, remove
 from pipeline.stage import NAMES
 from pipeline.storage import Location
 
@@ -63,21 +63,31 @@ LOCK = ".lock"
 
 
 @contextmanager
-def run_lock(run_dir: Path, root: Path | None = None, create: bool = True) -> Iterator[None]:
+def run_lock(
+    run_dir: Location, root: Location | None = None, create: bool = True
+) -> Iterator[None]:
     """Hold the run folder for one command: a second run on it fails naming the holder's pid.
 
     flock, so a holder that died releases it (a stale lock file is just reused). With `root`,
     the run folder and its stage folders must resolve inside it: no `..`, no symlink out.
+    On object storage, a lease object (pipeline/lease.py).
     """
     import fcntl
 
-    if root is not None:
-        check_inside(run_dir, root)
     if "[" in str(run_dir) or "]" in str(run_dir):
         raise UsageError(
             f"{run_dir}: a run folder path with '[' or ']' cannot be used: polars reads the "
             "stage outputs' paths as globs; choose another run.name or run.root"
         )
+    if storage.is_remote(run_dir):
+        from pipeline.lease import lease
+
+        with lease(run_dir / LOCK, create=create):
+            yield
+        return
+    assert root is None or not storage.is_remote(root)
+    if root is not None:
+        check_inside(run_dir, root)
     if not create and not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -145,33 +155,43 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Location) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with storage.open_read(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
 
 
-def output_size(path: Path) -> int:
+def output_size(path: Location) -> int:
     """Bytes of a file, or of every file in a folder."""
+    if storage.is_remote(path):
+        return sum(n for _, n, _ in storage.objects(path))
     if path.is_dir():
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     return path.stat().st_size
 
 
-def _files(folder: Path, skip: Path | None = None) -> list[Path]:
+def _files(folder: Path, skip: Location | None = None) -> list[Path]:
     """The files under a folder, in name order; none under `skip` (a run folder kept inside
     an input folder: ingest writes there while it reads the input)."""
     files = sorted(q for q in folder.rglob("*") if q.is_file())
-    if skip is None:
+    if skip is None or storage.is_remote(skip):
         return files
     real, skip = folder.resolve(), skip.resolve()
     return [q for q in files if not (real / q.relative_to(folder)).is_relative_to(skip)]
 
 
-def output_sha(path: Path, skip: Path | None = None) -> str:
+def output_sha(path: Location, skip: Location | None = None) -> str:
     """sha256 of a file, or of a folder's relative paths and file hashes (none under skip)."""
+    if storage.is_remote(path):  # the same text over the objects' names and bytes
+        names = [n for n, _, _ in storage.objects(path)]
+        if names == [""]:
+            return file_sha256(path)
+        h = hashlib.sha256()
+        for n in names:
+            h.update(f"{n}\0{file_sha256(path / n)}\n".encode())
+        return h.hexdigest()
     if not path.is_dir():
         return file_sha256(path)
     h = hashlib.sha256()
@@ -180,7 +200,7 @@ def output_sha(path: Path, skip: Path | None = None) -> str:
     return h.hexdigest()
 
 
-def input_fingerprint(path: Location, rev: str | None = None, skip: Path | None = None) -> str:
+def input_fingerprint(path: Location, rev: str | None = None, skip: Location | None = None) -> str:
     """Content fingerprint of an input: a file's sha256, a folder's over its files (none
     under `skip`, the run's own folder), a git rev; an object's or a prefix's from what
     the store lists of them (storage.fingerprint: their versions change with every write)."""
@@ -198,7 +218,7 @@ def input_fingerprint(path: Location, rev: str | None = None, skip: Path | None 
     return "sha256:" + file_sha256(path)
 
 
-def input_state(path: Location, skip: Path | None = None) -> tuple[tuple[Any, ...], ...]:
+def input_state(path: Location, skip: Location | None = None) -> tuple[tuple[Any, ...], ...]:
     """What a file's (or a folder's files') stat says of its content: (name, size, mtime,
     ctime, inode); none under `skip` (the run's own folder). Any write moves the ctime, which
     no one can set back, so equal states before and after a read mean no file was written in
@@ -228,10 +248,15 @@ def _atomic_tmp(path: Path) -> Path:
 
 @contextmanager
 def parquet_sink(
-    path: Path, schema: pa.Schema, meta: dict[str, str], **opts: Any
+    path: Location, schema: pa.Schema, meta: dict[str, str], **opts: Any
 ) -> Iterator[pq.ParquetWriter]:
     """A ParquetWriter on a temp file, renamed over `path` only when the block succeeds
-    (`opts`: ParquetWriter options over PARQUET_OPTS)."""
+    (`opts`: ParquetWriter options over PARQUET_OPTS); an object is written in place."""
+    if storage.is_remote(path):
+        schema = schema.with_metadata({**(schema.metadata or {}), **_meta_bytes(meta)})
+        with PartWriter(path, schema, **{**PARQUET_OPTS, **opts}) as w:
+            yield w
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _atomic_tmp(path)
     schema = schema.with_metadata({**(schema.metadata or {}), **_meta_bytes(meta)})
@@ -248,11 +273,12 @@ def parquet_sink(
 
 @contextmanager
 def parts_sink(
-    path: Path, schema: pa.Schema, meta: dict[str, str], part_rows: int
+    path: Location, schema: pa.Schema, meta: dict[str, str], part_rows: int
 ) -> Iterator[PartSink]:
     """A folder of Parquet parts (pipeline/parts.py), renamed over `path` only when the block
     succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not storage.is_remote(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     schema = schema.with_metadata({**(schema.metadata or {}), **_meta_bytes(meta)})
     sink = PartSink(path, schema, part_rows, **PARQUET_OPTS)
     try:
@@ -263,7 +289,7 @@ def parts_sink(
     sink.close()
 
 
-def write_parquet(table: pa.Table, path: Path, meta: dict[str, str]) -> None:
+def write_parquet(table: pa.Table, path: Location, meta: dict[str, str]) -> None:
     with parquet_sink(path, table.schema, meta) as w:
         w.write_table(table)
 
@@ -273,9 +299,18 @@ def _meta_bytes(meta: dict[str, str]) -> dict[bytes, bytes]:
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Location) -> Iterator[Path]:
     """A temp path beside `path`, renamed over it when the block succeeds (removed if not):
-    for writers that take a path (savefig, write_csv)."""
+    for writers that take a path (savefig, write_csv). For an object, a local temp file
+    uploaded as one object when the block succeeds."""
+    if storage.is_remote(path):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="editcurate-") as d:
+            tmp = Path(d) / path.name
+            yield tmp
+            storage.put(path, tmp.read_bytes())
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _atomic_tmp(path)
     try:
@@ -285,12 +320,21 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def write_text(path: Path, text: str) -> None:
+def write_bytes(path: Location, data: bytes) -> None:
+    """`data` written atomically: a temp file renamed over `path`; an object in one PUT
+    (readers see the old object or the new one)."""
+    if storage.is_remote(path):
+        storage.put(path, data)
+        return
     with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_text(path: Location, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Location, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -298,7 +342,7 @@ def write_json(path: Path, data: Any) -> None:
 class StageRun:
     """One execution of a stage: knows its folder, what it depends on, and writes its manifest."""
 
-    run_dir: Path
+    run_dir: Location
     stage: str
     fingerprint: str  # the stage's code version + config section
     config_fingerprint: str  # the whole config, for the record
@@ -307,7 +351,7 @@ class StageRun:
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
-    def dir(self) -> Path:
+    def dir(self) -> Location:
         return self.run_dir / self.stage
 
     @property
@@ -335,6 +379,10 @@ class StageRun:
 
     def begin(self) -> None:
         """Drop the old manifest first, so a run killed midway is never mistaken for done."""
+        if storage.is_remote(self.dir):
+            storage.delete(self.dir / MANIFEST)
+            storage.delete(self.dir / STALE)
+            return
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / MANIFEST).unlink(missing_ok=True)
         (self.dir / STALE).unlink(missing_ok=True)
@@ -373,7 +421,7 @@ class StageRun:
         return manifest
 
 
-def stage_folders(run_dir: Path, marker: str = MANIFEST) -> list[Path]:
+def stage_folders(run_dir: Location, marker: str = MANIFEST) -> list[Location]:
     """The run folder's stage folders holding `marker` (a manifest: finished; STALE), in
     PIPELINE order, then any other (smoke, a custom stage) by name."""
     rank = {s: i for i, s in enumerate(NAMES)}
@@ -381,7 +429,7 @@ def stage_folders(run_dir: Path, marker: str = MANIFEST) -> list[Path]:
     return sorted(found, key=lambda d: (rank.get(d.name, len(rank)), d.name))
 
 
-def invalidate_downstream(run_dir: Path, changed: str) -> list[str]:
+def invalidate_downstream(run_dir: Location, changed: str) -> list[str]:
     """After stage `changed` wrote its outputs: every finished stage that read an output of it
     with other content, or that reads a stage made stale here (transitively), loses its
     manifest to STALE. Returns those stages, in the order found."""
@@ -406,13 +454,13 @@ def invalidate_downstream(run_dir: Path, changed: str) -> list[str]:
                 continue
             why = f"{up} changed after it ran" if up == changed else f"{up} is stale"
             write_json(d / STALE, {**m, "stale_because": why})
-            (d / MANIFEST).unlink()
+            remove(d / MANIFEST)
             stale.append(d.name)
             todo.append(d.name)
     return stale
 
 
-def stale_stages(run_dir: Path) -> dict[str, str]:
+def stale_stages(run_dir: Location) -> dict[str, str]:
     """Stage -> why it is stale, for the run folder's stages that are."""
     out = {}
     for d in stage_folders(run_dir, STALE):
@@ -424,8 +472,10 @@ def stale_stages(run_dir: Path) -> dict[str, str]:
     return out
 
 
-def read_manifest(stage_dir: Path) -> dict[str, Any] | None:
+def read_manifest(stage_dir: Location) -> dict[str, Any] | None:
     p = stage_dir / MANIFEST
+    if storage.is_remote(p):
+        p.fs.invalidate_cache(p.path)  # written since this process listed it
     if not p.exists():
         return None
     try:

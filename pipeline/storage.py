@@ -157,3 +157,94 @@ def fingerprint(p: UPath) -> str:
     for name, n, ver in objects(p):
         h.update(f"{name}\0{n}\0{ver}\n".encode())
     return "object:" + h.hexdigest()
+
+
+# --- the run folder on object storage -----------------------------------------------------
+#
+# A run folder (run.root) may be a URL too. Object stores have no rename, so nothing there is
+# written to a temp name and moved: an output is written in place (its old objects deleted
+# first), and the stage's manifest, one PUT written last, is the commit. Every reader trusts
+# a stage's outputs only through its manifest (runs.read_manifest), which `begin` deletes
+# before the stage writes anything: a killed attempt's objects are never read, and the
+# stage's next attempt deletes them. The run folder's lock is a lease object (runs.run_lock).
+
+
+def location(s: str | Path, options: dict[str, Any] | None = None) -> Location:
+    """A run folder (or a file in one): a local path, or the prefix a URL names (run_root)."""
+    return run_root(str(s), options) if is_url(s) else Path(s)
+
+
+def run_root(url: str, options: dict[str, Any] | None = None) -> UPath:
+    """run.root at a URL: read without the filesystem's cache of listings, which would miss
+    what other processes (Ray's workers) wrote since."""
+    return at(url, {**(options or {}), "use_listings_cache": False})
+
+
+def under(d: Location, rel: str) -> Location:
+    """`d / rel`, a `..` in `rel` taken as the parent (object stores do not resolve it)."""
+    if not is_remote(d):
+        return d / rel
+    p = d
+    for seg in rel.split("/"):
+        p = p.parent if seg == ".." else p if seg in ("", ".") else p / seg
+    return p
+
+
+def open_write(p: Location) -> Any:
+    """A binary file written in place: an object is uploaded when it is closed."""
+    if is_remote(p):
+        return p.fs.open(p.path, "wb")
+    return open(p, "wb")
+
+
+def open_read(p: Location) -> Any:
+    if is_remote(p):
+        return p.fs.open(p.path, "rb")
+    return open(p, "rb")
+
+
+def put(p: UPath, data: bytes) -> None:
+    """An object written whole in one request: readers see the old bytes or the new."""
+    p.fs.pipe_file(p.path, data)
+
+
+def create(p: UPath, data: bytes) -> bool:
+    """Writes the object only if none is there (a conditional PUT, `If-None-Match: *`);
+    False when one was."""
+    try:
+        p.fs.pipe_file(p.path, data, mode="create")
+    except FileExistsError:
+        return False
+    return True
+
+
+def delete(p: UPath) -> None:
+    """The object, or every object under the prefix, deleted (nothing there: nothing done)."""
+    p.fs.invalidate_cache(p.path)
+    if p.fs.exists(p.path):
+        p.fs.rm(p.path, recursive=True)
+    p.fs.invalidate_cache(p.path)
+
+
+def polars_source(p: Location) -> tuple[str, dict[str, Any] | None]:
+    """What polars reads `p` as: its path, and for an object its URL and the storage options
+    polars takes, translated from the fsspec ones the run has (polars reads the AWS_*
+    variables itself)."""
+    if not is_remote(p):
+        return str(p), None
+    opts = dict(getattr(p, "storage_options", {}) or {})
+    out: dict[str, Any] = {}
+    if scheme(str(p)) in ("s3", "s3a"):
+        names = {
+            "endpoint_url": "aws_endpoint_url",
+            "key": "aws_access_key_id",
+            "secret": "aws_secret_access_key",
+            "token": "aws_session_token",
+        }
+        for k, v in opts.items():
+            if k in names:
+                out[names[k]] = v
+        region = (opts.get("client_kwargs") or {}).get("region_name")
+        if region:
+            out["aws_region"] = region
+    return str(p), out or None

@@ -14,23 +14,23 @@ smaller count, consistent with its outputs.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from pipeline.nfc import nfc_columns
-from pipeline.parts import Parts
+from pipeline.parts import Parts, read_output, scan_output
 from pipeline.runs import MANIFEST, output_sha, read_manifest, stage_folders
+from pipeline.storage import Location, under
 
 
-def stage_dirs(run_dir: Path) -> list[Path]:
+def stage_dirs(run_dir: Location) -> list[Location]:
     """Finished stage folders in PIPELINE order, then any other (smoke, a custom stage)."""
     return stage_folders(run_dir)
 
 
-def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
+def verify_run(run_dir: Location) -> tuple[list[str], list[str]]:
     """(problems, checks passed): empty problems means the run conserves every item."""
     problems: list[str] = []
     passed: list[str] = []
@@ -55,7 +55,7 @@ def verify_run(run_dir: Path) -> tuple[list[str], list[str]]:
     return problems, passed
 
 
-def check_stage(d: Path, m: dict[str, Any], problems: list[str]) -> None:
+def check_stage(d: Location, m: dict[str, Any], problems: list[str]) -> None:
     _check_outputs(d, m, problems)
     cons = m.get("conservation") or {}
     if cons.get("kind") == "records":
@@ -75,7 +75,7 @@ def _describe(m: dict[str, Any]) -> str:
     )
 
 
-def _check_outputs(d: Path, m: dict[str, Any], problems: list[str]) -> None:
+def _check_outputs(d: Location, m: dict[str, Any], problems: list[str]) -> None:
     for name, out in m.get("outputs", {}).items():
         p = d / name
         if not p.exists():
@@ -85,7 +85,7 @@ def _check_outputs(d: Path, m: dict[str, Any], problems: list[str]) -> None:
             problems.append(f"{d.name}/{name}: changed after the stage wrote it (sha256 differs)")
         if out.get("rows") is not None:
             try:
-                rows = pl.scan_parquet(p).select(pl.len()).collect().item()
+                rows = scan_output(p).select(pl.len()).collect().item()
             except Exception as e:  # unreadable Parquet is a finding, not a crash
                 problems.append(f"{d.name}/{name}: unreadable Parquet ({e})")
                 continue
@@ -95,7 +95,7 @@ def _check_outputs(d: Path, m: dict[str, Any], problems: list[str]) -> None:
                 )
 
 
-def hashed(path: Path, column: str, key: pl.Expr | None = None) -> dict[str, np.ndarray]:
+def hashed(path: Location, column: str, key: pl.Expr | None = None) -> dict[str, np.ndarray]:
     """Per source: a 128-bit hash of `key` (default: the column) for each row, as an (n, 2)
     uint64 array, streamed a batch at a time. Sets of record keys or ids are compared by
     these, never by the strings: 16 bytes a row, whatever the keys' length (at 10M rows the
@@ -123,7 +123,7 @@ def unique_rows(a: np.ndarray) -> np.ndarray:
     return a[new]
 
 
-def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
+def _check_records(d: Location, cons: dict[str, Any], problems: list[str]) -> None:
     none = np.empty((0, 2), np.uint64)
     try:
         # a record that gave several items has refs "ref#1", "ref#2": one record key
@@ -168,7 +168,7 @@ def _check_records(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
         problems.append(f"{d.name}: outputs name sources the manifest does not: {sorted(unknown)}")
 
 
-def _id_digest(paths: list[Path]) -> tuple[int, int, int]:
+def _id_digest(paths: list[Location]) -> tuple[int, int, int]:
     """(rows, two sums of id hashes mod 2**64): equal for equal id multisets, in any order.
 
     Streams the id column a batch at a time, so checking 10M items costs no more memory than
@@ -185,15 +185,17 @@ def _id_digest(paths: list[Path]) -> tuple[int, int, int]:
     return n, int(s1), int(s2)
 
 
-def _check_ids(d: Path, cons: dict[str, Any], problems: list[str]) -> None:
+def _check_ids(d: Location, cons: dict[str, Any], problems: list[str]) -> None:
     """Multiset check: each id leaves as many times as it entered (exact duplicates share ids).
 
     A streamed digest decides; only when it differs are the ids read whole, to name them."""
     try:
-        if _id_digest([d / cons["input"]]) == _id_digest([d / o for o in cons["outputs"]]):
+        if _id_digest([under(d, cons["input"])]) == _id_digest(
+            [under(d, o) for o in cons["outputs"]]
+        ):
             return
-        src = pl.read_parquet(d / cons["input"], columns=["id"])
-        outs = [pl.read_parquet(d / o, columns=["id"]) for o in cons["outputs"]]
+        src = read_output(under(d, cons["input"]), ["id"])
+        outs = [read_output(under(d, o), ["id"]) for o in cons["outputs"]]
     except Exception as e:
         problems.append(f"{d.name}: cannot read input/outputs for conservation ({e})")
         return
@@ -282,7 +284,7 @@ def held_out_sharing_change(splits: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def leakage_keys(d: Path, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.DataFrame:
+def leakage_keys(d: Location, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.DataFrame:
     """id, key of one grouping the export manifest names: a column (or columns) of the splits
     themselves, or a key column of another stage's Parquet (optionally one `scope`)."""
     if "column" in grouping:  # in NFC, as export grouped them (pipeline/nfc.py)
@@ -291,16 +293,16 @@ def leakage_keys(d: Path, grouping: dict[str, Any], splits: pl.DataFrame) -> pl.
         )
     if "columns" in grouping:
         return column_keys(splits, grouping["columns"])
-    t = pl.scan_parquet(d / grouping["input"])  # only the columns used: 10M rows stay small
+    t = scan_output(under(d, grouping["input"]))  # only the columns used: 10M rows stay small
     if "scope" in grouping:
         t = t.filter(pl.col("scope") == grouping["scope"])
     return t.select("id", pl.col(grouping["key"]).alias("key")).collect()
 
 
-def read_splits(d: Path, files: dict[str, str], extra: list[str]) -> pl.DataFrame:
+def read_splits(d: Location, files: dict[str, str], extra: list[str]) -> pl.DataFrame:
     """id, split (+ extra columns) of every exported item."""
     parts = [
-        pl.read_parquet(d / f, columns=["id", *extra]).with_columns(
+        read_output(d / f, ["id", *extra]).with_columns(
             split=pl.lit(name, dtype=pl.Enum(list(files)))  # a code per row, not the name
         )
         for name, f in files.items()
@@ -309,7 +311,7 @@ def read_splits(d: Path, files: dict[str, str], extra: list[str]) -> pl.DataFram
 
 
 def _check_leakage(
-    d: Path, leak: dict[str, Any], problems: list[str], counts: dict[str, Any]
+    d: Location, leak: dict[str, Any], problems: list[str], counts: dict[str, Any]
 ) -> None:
     """No dedup cluster, shape group (or repo, by_repo) has items in two splits; and the
     held-out items sharing a change with train are as many as the manifest says."""

@@ -1,6 +1,7 @@
 """A Ray cluster of two nodes (`ray.cluster_utils.Cluster` on this machine: a head and one
-more node, one CPU each) reading its inputs from an S3 server: the outputs are the local
-run's, and both nodes did the work. It runs in a child process, so the cluster never meets
+more node, one CPU each) reading its inputs from an S3 server and writing its run folder
+there: the outputs are the local run's, both nodes did the work, and nothing was written to
+local disk. It runs in a child process, so the cluster never meets
 the session's local Ray instance."""
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline import storage
+from pipeline.runs import read_manifest
+from pipeline.storage import Location
 from tests.conftest import ROOT
-from tests.test_storage import _ingest, _pieces_config, _same, _staged
+from tests.test_storage import _ingest, _local_files, _pieces_config, _same, _staged
 
 pytest.importorskip("ray", reason="Ray is the optional [ray] extra (in [dev])")
 
@@ -62,13 +66,16 @@ print(json.dumps({"attempts": attempts}))
 """
 
 
-def _on_cluster(bucket, tmp_path: Path, **args) -> tuple[Path, Path]:
+def _on_cluster(bucket, tmp_path: Path, **args) -> tuple[Path, Location]:
     """The pieces inputs run locally from files, and on the two-node cluster from the S3
-    server (`args`: more for the child, as kill_after): the two run folders."""
+    server to a run folder there (`args`: more for the child, as kill_after): the two run
+    folders. The child's folder (its base_dir) must stay empty."""
     folder, url, options = _staged(bucket, tmp_path)
     local = _ingest(_pieces_config(str(folder)), tmp_path / "local", until="filter")
     (tmp_path / "cluster").mkdir()
     config = _pieces_config(url, options)
+    runs = url.rsplit("/", 1)[0] + "/runs"
+    config["run"]["root"] = runs
     config["filter"] = {"batch_size": 16}  # several spans: tasks at once, on both nodes
     child = {"config": config, "base": str(tmp_path / "cluster"), "until": "filter", **args}
     res = subprocess.run(
@@ -80,14 +87,16 @@ def _on_cluster(bucket, tmp_path: Path, **args) -> tuple[Path, Path]:
         timeout=600,
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    return local, tmp_path / "cluster" / "runs" / "t"
+    assert _local_files(tmp_path / "cluster") == []
+    return local, storage.location(f"{runs}/t", options)
 
 
 def test_a_two_node_cluster_reads_objects_and_writes_the_local_runs_outputs(bucket, tmp_path):
     local, cluster = _on_cluster(bucket, tmp_path)
     _same(local, cluster)
     for stage in ("ingest", "filter"):
-        m = json.loads((cluster / stage / "manifest.json").read_text())
+        m = read_manifest(cluster / stage)
+        assert m is not None
         assert len(m["ray_nodes"]) == 2, m["ray_nodes"]  # tasks on both nodes
         assert m["workers_cpu_s"] > 0
 

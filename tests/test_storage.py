@@ -12,7 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline import storage
 from pipeline.api import Pipeline
+from pipeline.parts import open_parquet
+from pipeline.storage import Location
 from tests.conftest import ROOT
 
 pytest.importorskip("s3fs", reason="s3:// needs the [s3] extra (in [dev])")
@@ -30,17 +33,19 @@ CSV_FIELDS = {
 }
 
 
-def _tables(run: Path) -> dict[str, pa.Table]:
-    """Every Parquet output of a run by its path in the run folder, schema metadata (which
-    holds the inputs' fingerprints) left out."""
+def _tables(run: Location) -> dict[str, pa.Table]:
+    """Every Parquet output of a run (a local folder, or a prefix in the bucket) by its path
+    in the run folder, schema metadata (which holds the inputs' fingerprints) left out."""
     out = {}
-    for f in sorted(run.rglob("*.parquet")):
+    base = str(run).rstrip("/") + "/"
+    for f in sorted(run.rglob("*.parquet"), key=str):
         if f.is_file():
-            out[str(f.relative_to(run))] = pq.read_table(f).replace_schema_metadata(None)
+            t = open_parquet(f).read().replace_schema_metadata(None)
+            out[str(f).removeprefix(base)] = t
     return out
 
 
-def _same(a: Path, b: Path) -> None:
+def _same(a: Location, b: Location) -> None:
     ta, tb = _tables(a), _tables(b)
     assert ta.keys() == tb.keys() and ta
     for k in ta:
@@ -215,3 +220,119 @@ def test_a_scheme_whose_package_is_missing_names_it(tmp_path, cli, monkeypatch):
     res = cli("run", "gs://b/x.jsonl", "--out", tmp_path / "r", ok=False)
     assert res.exit_code == 3
     assert "gs://b/x.jsonl: reading gs:// needs gcsfs (pip install gcsfs)" in res.output
+
+
+# ------------------------------------------------------------------ the run folder in a bucket
+
+
+def _local_files(*folders: Path) -> list[str]:
+    """Files under the folders, Ray's own session folder (its logs and sockets) left out."""
+    return sorted(
+        str(f)
+        for d in folders
+        for f in d.rglob("*")
+        if f.is_file() and "ray" not in f.relative_to(d).parts[:1]
+    )
+
+
+def test_a_run_folder_in_s3_holds_the_local_runs_outputs_and_nothing_is_written_locally(
+    bucket, tmp_path, cli, monkeypatch
+):
+    """`editcurate run` from an object to a run folder in the bucket: every stage, verify and
+    the report; the outputs equal the local run's; `verify`, `why` and `report` read the
+    folder by its URL; a second run skips every stage; and no file is left on local disk
+    (the working directory and the temp folder, where scratch files go, are empty)."""
+    import tempfile
+
+    name, fs = bucket
+    fs.put(str(SAMPLE), f"{name}/in/edits.jsonl")
+    cli("run", SAMPLE, "--out", tmp_path / "local")
+    here, scratch = tmp_path / "cwd", tmp_path / "tmp"
+    here.mkdir()
+    scratch.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    url = f"s3://{name}/runs/sample"
+    res = cli("run", f"s3://{name}/in/edits.jsonl", "--out", url)
+    assert "conservation verified" in res.output
+    run = storage.location(url)
+    _same(tmp_path / "local", run)
+    for f in ("report/report.html", "report/report.md", "export/hf/dataset_dict.json"):
+        assert fs.exists(f"{name}/runs/sample/{f}"), f
+    assert not fs.exists(f"{name}/runs/sample/.lock")  # the lease, released
+    assert "verify passed" in cli("verify", url).output
+    some = open_parquet(next(iter(storage.location(f"{url}/export/train.parquet").glob("*"))))
+    item = some.read(columns=["id"])["id"][0].as_py()
+    assert "split" in cli("why", url, item).output
+    assert "report: wrote" in cli("report", url).output
+    again = cli("run", f"s3://{name}/in/edits.jsonl", "--out", url).output
+    assert again.count("skipped (--force to re-run)") == 6
+    assert _local_files(here, scratch) == []
+
+
+def test_a_killed_attempt_in_s3_is_never_read_and_is_replaced(bucket, tmp_path, cli):
+    """No rename on object stores: the manifest is the commit. A stage whose manifest is
+    gone (killed while writing) with a stray part of its own left behind is redone, and the
+    stray part does not survive into its outputs."""
+    name, fs = bucket
+    fs.put(str(SAMPLE), f"{name}/in/edits.jsonl")
+    url = f"s3://{name}/runs/sample"
+    cli("run", f"s3://{name}/in/edits.jsonl", "--out", url, "--until", "dedup")
+    before = _tables(storage.location(url))
+    stage = f"{name}/runs/sample/dedup"
+    fs.rm(f"{stage}/manifest.json")
+    fs.pipe(f"{stage}/kept.parquet/part-00007.parquet", b"half a part")
+    res = cli("run", f"s3://{name}/in/edits.jsonl", "--out", url, "--until", "dedup")
+    assert "dedup: wrote dedup/" in res.output
+    assert not fs.exists(f"{stage}/kept.parquet/part-00007.parquet")
+    assert _tables(storage.location(url)) == before
+
+
+def test_a_second_run_on_a_run_folder_in_s3_is_refused_and_an_expired_lease_taken(
+    bucket, tmp_path, cli
+):
+    """The lock is a lease object created only if absent (If-None-Match): while one run
+    holds it, another is refused in one line naming the holder (exit 3); a lease whose
+    holder died (past its expiry) is taken over."""
+    from pipeline.lease import holder
+    from pipeline.runs import run_lock
+
+    name, fs = bucket
+    fs.put(str(SAMPLE), f"{name}/in/edits.jsonl")
+    url = f"s3://{name}/runs/sample"
+    args = ("run", f"s3://{name}/in/edits.jsonl", "--out", url, "--until", "ingest")
+    with run_lock(storage.location(url)):
+        assert holder(storage.location(url) / ".lock") is not None
+        res = cli(*args, ok=False)
+    assert res.exit_code == 3
+    assert "in use by another editcurate process" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    fs.pipe(f"{name}/runs/sample/.lock", json.dumps({"owner": "gone:1", "expires": 0}).encode())
+    cli(*args)
+    assert not fs.exists(f"{name}/runs/sample/.lock")
+
+
+def test_the_run_folders_storage_options_reach_polars_under_its_names(bucket, monkeypatch):
+    """run.storage_options are fsspec's names (endpoint_url, key, secret); polars reads the
+    outputs by URL with its own (aws_endpoint_url ...): a run folder read with options only,
+    the AWS variables unset, reads the same rows through both."""
+    from pipeline.parts import read_output, read_table
+
+    name, fs = bucket
+    t = pa.table({"id": ["a", "b", "c"]})
+    with fs.open(f"{name}/r/x.parquet/part-00000.parquet", "wb") as f:
+        pq.write_table(t, f)
+    opts = {"endpoint_url": fs.endpoint_url, "key": "testing", "secret": "testing"}
+    url, translated = storage.polars_source(storage.location(f"s3://{name}/r/x.parquet", opts))
+    assert url == f"s3://{name}/r/x.parquet"
+    assert translated == {
+        "aws_endpoint_url": fs.endpoint_url,
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+    for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(k)
+    out = storage.location(f"s3://{name}/r/x.parquet", {**opts, "skip_instance_cache": True})
+    assert read_output(out)["id"].to_list() == ["a", "b", "c"]
+    assert read_table(out).equals(t)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from pipeline import linear
+from pipeline import linear, storage
 from pipeline.config.vocab import (
     ITEM_FIELDS,
     RANK_KEY_NAMES,
@@ -38,6 +38,7 @@ from pipeline.config.vocab import (
 )
 from pipeline.errors import UsageError
 from pipeline.ingest.base import DEFAULT_BOT_PATTERNS, bot_regex
+from pipeline.storage import Location
 
 
 class ConfigError(UsageError, ValueError):
@@ -551,8 +552,15 @@ class Config(Section):
         return p if p.is_absolute() else Path(os.path.normpath(Path(self.base_dir) / p))
 
     @property
-    def run_dir(self) -> Path:
-        return self.resolve(self.run.root) / self.run.name
+    def run_root(self) -> Location:
+        """run.root: a local folder, or a prefix in object storage (a URL)."""
+        if storage.is_url(self.run.root):
+            return storage.run_root(self.run.root, self.run.storage_options)
+        return self.resolve(self.run.root)
+
+    @property
+    def run_dir(self) -> Location:
+        return self.run_root / self.run.name
 
     def section(self, name: str) -> dict[str, Any]:
         if name not in SECTIONS:

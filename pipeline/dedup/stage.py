@@ -34,9 +34,7 @@ input into partitions (write.py). Exact groups compare a 128-bit hash of the shi
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +59,7 @@ from pipeline.dedup.scan import collect, exact_groups, scan_batch, scan_context
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
 from pipeline.executors import batches
-from pipeline.parts import Writer, remove
+from pipeline.parts import Writer
 from pipeline.runs import read_manifest
 
 if TYPE_CHECKING:
@@ -156,11 +154,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     columns = [c for c in columns if c not in ("source", "source_ref")]
     index = ix.load([cfg.resolve(e) for e in d.against], d) if d.against else None
     # Shingle sets, band keys and the scattered outputs live here (store.py, write.py): on
-    # the run's own disk, removed whatever happens.
-    for old in io.dir.glob(".dedup-work.*"):  # left by a run that was killed (or a link)
-        remove(old)
-    work = io.dir / f".dedup-work.{os.getpid()}"
-    try:
+    # a local disk, removed whatever happens.
+    with io.scratch("dedup-work") as work:
         store = Store(work / "store", d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
         with io.progress() as bar:
             task = bar.add_task("dedup: shingles + MinHash", total=pf.num_rows)
@@ -186,8 +181,6 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             )
         store.drop(*store.names()[1:])  # the band keys: only the shingle sets are read on
         write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA, d.writes_index)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     with ExitStack() as stack:  # a block at a time when they come from Ray
         edges = Writer(io.sink, {"edges.parquet": EDGE_SCHEMA}, cfg.run.part_rows, stack)
         for t in res.edge_tables():

@@ -24,8 +24,10 @@ from pipeline.console import console
 from pipeline.dedup import clusters as C
 from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.shingles import shingle_sets
+from pipeline.parts import read_output, scan_output
 from pipeline.runs import StageFailed, atomic_path, read_manifest
 from pipeline.schema import with_change_j
+from pipeline.storage import Location
 from pipeline.textfile import check_regular
 
 
@@ -33,12 +35,12 @@ class TuneFailed(StageFailed):
     """tune cannot run: no finished dedup stage, or unreadable labels."""
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
+def load_run(run_dir: Location) -> tuple[dict[str, Any], pl.DataFrame, pl.DataFrame]:
     d = run_dir / "dedup"
     m = read_manifest(d)
     if m is None:
         raise TuneFailed(f"tune: no finished dedup stage in {d}; run `editcurate dedup` first")
-    return m, pl.read_parquet(d / "edges.parquet"), pl.read_parquet(d / "clusters.parquet")
+    return m, read_output(d / "edges.parquet"), read_output(d / "clusters.parquet")
 
 
 def rep_weights(clusters: pl.DataFrame) -> pl.DataFrame:
@@ -75,14 +77,14 @@ def clusters_at(edges: pl.DataFrame, t: float, rank: pl.DataFrame | None = None)
     return pl.DataFrame({"rep": nodes, "comp": nodes.gather(label)})
 
 
-def keeper_rank(run_dir: Path, ids: pl.Series, keeper: list[str]) -> pl.DataFrame | None:
+def keeper_rank(run_dir: Location, ids: pl.Series, keeper: list[str]) -> pl.DataFrame | None:
     """(rep, pos): the dedup keeper rank of the given ids, from filter/kept.parquet."""
     src = run_dir / "filter" / "kept.parquet"
     if not src.exists():
         return None
     cols = list(dict.fromkeys(c for k in keeper for c in C.RANK_COLUMNS[k.lstrip("-")]))
     df = (
-        pl.scan_parquet(src)
+        scan_output(src)
         .select(list(dict.fromkeys([*C.TIE_BREAK, *cols])))
         .filter(pl.col("id").is_in(ids.implode()))
         .collect()
@@ -219,15 +221,15 @@ def rescore(edges: pl.DataFrame, items: pl.DataFrame, d: DedupConfig, ngram: int
     return edges.with_columns(exact_j=pl.Series(j))
 
 
-def edge_items(run_dir: Path, ids: pl.Series, columns: list[str]) -> pl.DataFrame:
+def edge_items(run_dir: Location, ids: pl.Series, columns: list[str]) -> pl.DataFrame:
     """Items by id, from the dedup stage's own outputs (every rep is kept or removed)."""
     d = run_dir / "dedup"
     cols = list(dict.fromkeys(["id", *columns]))
-    scans = [pl.scan_parquet(d / f).select(cols) for f in ("kept.parquet", "removed.parquet")]
+    scans = [scan_output(d / f).select(cols) for f in ("kept.parquet", "removed.parquet")]
     return pl.concat(scans).filter(pl.col("id").is_in(ids.implode())).unique("id").collect()
 
 
-def plot(table: pl.DataFrame, threshold: float, path: Path, pr: pl.DataFrame | None) -> None:
+def plot(table: pl.DataFrame, threshold: float, path: Location, pr: pl.DataFrame | None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -261,7 +263,7 @@ def grid(base: float, step: float) -> list[float]:
 
 
 def tune(
-    run_dir: Path,
+    run_dir: Location,
     base: float | None = None,
     step: float = 0.05,
     labels: Path | None = None,

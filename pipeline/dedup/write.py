@@ -26,6 +26,7 @@ from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult
 from pipeline.dedup.store import Store, release
 from pipeline.parts import Parts
+from pipeline.storage import Location
 
 PART_ROWS = ix.PART_ROWS  # output rows per chunk, per partition and per index part
 READ_ROWS = 1 << 16  # input rows per scatter batch
@@ -61,7 +62,7 @@ class Partitions:
         return t.drop_columns(["_slot"]).take(pa.array(order))
 
 
-def scatter(src: Path, res: DedupResult, folder: Path) -> Partitions:
+def scatter(src: Location, res: DedupResult, folder: Path) -> Partitions:
     """One pass over the input: every row to the partition of its output slot."""
     pf = Parts(src)
     n = pf.num_rows
@@ -91,7 +92,7 @@ def scatter(src: Path, res: DedupResult, folder: Path) -> Partitions:
 
 def write_rows(
     io: Any,
-    src: Path,
+    src: Location,
     res: DedupResult,
     store: Store,
     d: DedupConfig,

@@ -19,13 +19,13 @@ import sys
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from pipeline.executors.contract import BatchFn, Result, TaskFn
 from pipeline.parts import Parts, Writer
+from pipeline.storage import Location
 
 if TYPE_CHECKING:
     from pipeline.config import Config, RunConfig
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 def batches(
     cfg: Config,
-    src: Path,
+    src: Location,
     fn: BatchFn,
     ctx: Any,
     size: int,

@@ -22,15 +22,15 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from pipeline import storage
 from pipeline.errors import EnvError
 from pipeline.executors.contract import BatchFn, Result, TaskFn
-from pipeline.parts import Parts, PartSink, Span, as_table, part_name, read_span
+from pipeline.parts import Parts, PartSink, PartWriter, Span, as_table, part_name, read_span
+from pipeline.storage import Location
 
 if TYPE_CHECKING:
     from pipeline.config import Config, RunConfig
@@ -137,7 +137,7 @@ def worker_cpu_s() -> float:
 
 def ray_batches(
     cfg: Config,
-    src: Path,
+    src: Location,
     fn: BatchFn,
     ctx: Any,
     size: int,
@@ -317,7 +317,7 @@ def ray_held(
 
 
 def _write_part(
-    spec: tuple[str, pa.Schema, dict[str, Any], int, int],
+    spec: tuple[Location | str, pa.Schema, dict[str, Any], int, int],
     pieces: list[tuple[str, int, int]],
     *tables: pa.Table,
 ) -> tuple[float, str]:
@@ -328,7 +328,7 @@ def _write_part(
     path, schema, opts, size, first = spec
     rows = [t.slice(start, n) for (_, start, n), t in zip(pieces, tables, strict=True)]
     whole = pa.concat_tables(rows)
-    with pq.ParquetWriter(path, schema, **opts) as w:
+    with PartWriter(path, schema, **opts) as w:
         at = 0
         while at < whole.num_rows:
             end = min(whole.num_rows, ((first + at) // size + 1) * size - first)
@@ -397,8 +397,9 @@ class RayParts:
                 h = h.head(left)
             pieces.append(h)
             left -= h.rows
+        path = sink.tmp / part_name(sink.k)
         spec = (
-            str((sink.tmp / part_name(sink.k)).absolute()),  # workers' cwd may differ
+            path if storage.is_remote(path) else str(path.absolute()),  # workers' cwd may differ
             sink.schema,
             sink.opts,
             self.size,
@@ -423,6 +424,8 @@ class RayParts:
         while self.jobs:
             self._done(self.jobs.popleft())
         for sink in self.sinks.values():
+            if storage.is_remote(sink.tmp):
+                sink.tmp.fs.invalidate_cache(sink.tmp.path)  # listed before the workers wrote
             missing = [k for k in range(sink.k) if not (sink.tmp / part_name(k)).is_file()]
             if missing:  # written on a node whose disk this one does not see
                 raise EnvError(

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
+from pipeline import storage
 from pipeline.config import Config
 from pipeline.export.split import sharing_change
 from pipeline.parts import remove
@@ -27,6 +28,7 @@ from pipeline.report.render import md_text
 from pipeline.runs import StageRun, output_sha, read_manifest
 from pipeline.schema import column_doc
 from pipeline.stage import NAMES, SPLITS
+from pipeline.storage import Location
 
 SIZE_CATEGORIES = (
     (1_000, "n<1K"),
@@ -172,7 +174,7 @@ ROWS: dict[str, Callable[[dict[str, Any]], Row]] = {
 }
 
 
-def funnel(run_dir: Path, counts: dict[str, Any]) -> list[str]:
+def funnel(run_dir: Location, counts: dict[str, Any]) -> list[str]:
     """Markdown rows: what each stage that ran received, kept and removed, and its main
     reasons, in PIPELINE order from the stages' manifests; export's own row from its counts
     (its manifest is written after the card)."""
@@ -263,7 +265,7 @@ def card(
     return "\n".join(lines)
 
 
-def _dataset(path: Path, cache: Path) -> Any:
+def _dataset(path: Location, cache: Path) -> Any:
     """A split as a datasets.Dataset memory-mapped from the Parquet file (an empty one,
     which `from_parquet` refuses, from its schema).
 
@@ -271,21 +273,27 @@ def _dataset(path: Path, cache: Path) -> Any:
     would derive one from the files' paths and times, or draw a random one, so two exports of
     the same data would differ in that one line."""
     import datasets
-    import pyarrow.parquet as pq
     from datasets.table import InMemoryTable
 
-    from pipeline.parts import num_rows, part_files
+    from pipeline.parts import num_rows, part_files, read_table
 
     fingerprint = output_sha(path)[:16]
     if num_rows(path) == 0:
-        return datasets.Dataset(InMemoryTable(pq.read_table(path)), fingerprint=fingerprint)
-    files = [str(f) for f in part_files(path)]
+        return datasets.Dataset(InMemoryTable(read_table(path)), fingerprint=fingerprint)
+    files = []
+    for f in part_files(path):
+        if storage.is_remote(f):  # a local copy, in the cache folder (removed after)
+            local = cache / "parts" / path.name / f.name
+            local.parent.mkdir(parents=True, exist_ok=True)
+            f.fs.get_file(f.path, str(local))
+            f = local
+        files.append(str(f))
     ds = datasets.Dataset.from_parquet(files, cache_dir=str(cache), keep_in_memory=False)
     # the same memory-mapped table, under the content fingerprint
     return datasets.Dataset(ds.data, info=ds.info, split=ds.split, fingerprint=fingerprint)
 
 
-def save_hf(files: dict[str, Path], dest: Path) -> None:
+def save_hf(files: dict[str, Location], dest: Path) -> None:
     """datasets.DatasetDict.save_to_disk from the split Parquet files into dest (the runner
     renames it into place): the dataset is memory-mapped from an Arrow cache beside dest,
     never built in memory."""

@@ -24,7 +24,7 @@ from pipeline.export.split import (
     sharing_change,
     split_rule,
 )
-from pipeline.parts import read_schema
+from pipeline.parts import read_output, read_schema, scan_output
 from pipeline.stage import SPLITS
 from pipeline.template import render
 from pipeline.verify import SHARING
@@ -64,11 +64,11 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     e = cfg.export
     kept, shape_rows, cluster_rows = io.stage.reads  # as PIPELINE declares them
     src = io.input(kept)
-    items = pl.read_parquet(src, columns=KEYS)
-    clusters = pl.read_parquet(io.input(cluster_rows))
+    items = read_output(src, KEYS)
+    clusters = read_output(io.input(cluster_rows))
     # only shape groups of two or more bind items (shapes.parquet has a row per item and scope)
     shapes = (
-        pl.scan_parquet(io.input(shape_rows))
+        scan_output(io.input(shape_rows))
         .filter(pl.col("group_size") > 1)
         .select("id", "scope", "group_id")
         .collect()

@@ -7,7 +7,6 @@ what it dropped, flagged and also matched, and which drop rules overlapped.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
@@ -22,9 +21,10 @@ from pipeline.filter.apply import apply_rules
 from pipeline.filter.kinds import KINDS
 from pipeline.filter.kinds.contract import Found
 from pipeline.filter.rules import RulesError, RuleSet, load_rules, rules_path
-from pipeline.parts import num_rows, part_files
+from pipeline.parts import num_rows, scan_output
 from pipeline.runs import StageFailed
 from pipeline.schema import ITEM_SCHEMA
+from pipeline.storage import Location
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
@@ -70,10 +70,10 @@ class Context:
     found: dict[str, Found]
 
 
-def start(cfg: Config, source: Path) -> Context:
+def start(cfg: Config, source: Location) -> Context:
     rules = _load(cfg)
     finders = [(r, find) for r in rules.active if (find := KINDS[r.type].find) is not None]
-    items = pl.scan_parquet([str(p) for p in part_files(source)]) if finders else None
+    items = scan_output(source) if finders else None
     found = {r.name: find(items, r.params) for r, find in finders if items is not None}
     return Context(rules, found)
 

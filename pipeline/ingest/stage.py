@@ -159,7 +159,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     return counts, {"conservation": {"kind": "records", "sources": per_source}}
 
 
-def _state(spec: SourceConfig, path: Location, run_dir: Path) -> Any:
+def _state(spec: SourceConfig, path: Location, run_dir: Location) -> Any:
     """The source's stat (runs.input_state), the run's own folder left out where the source
     folder holds it; None for a kind whose fingerprint is a pinned revision (git: its files
     may change, the history at the revision cannot)."""
@@ -172,7 +172,7 @@ def _check_unchanged(
     path: Location,
     before: Any,
     recorded: str | None,
-    run_dir: Path,
+    run_dir: Location,
 ) -> None:
     """IngestIOError (exit 3) unless the source is as it was fingerprinted and as it was when
     its read began: a file truncated or rewritten while it was read (restored or not) would
@@ -364,7 +364,7 @@ def _input_count(
     return {"input_records": n, "input_unit": unit}
 
 
-def _counts(items_path: Path, per_source: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _counts(items_path: Location, per_source: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from pipeline.verify import hashed, unique_rows  # ids compared by 128-bit hashes
 
     ids = hashed(items_path, "id")

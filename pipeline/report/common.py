@@ -10,8 +10,10 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.parts import read_output
 from pipeline.runs import StageFailed
 from pipeline.stage import SPLITS
+from pipeline.storage import Location
 
 ITEM_COLS = ["id", "repo", "path", "before", "after", "comment"]
 SNIPPET_LINES = 14  # diff lines shown per item
@@ -24,7 +26,7 @@ class ReportFailed(StageFailed):
     """report cannot run: the run folder lacks the stages it reads."""
 
 
-def export_files(run_dir: Path) -> dict[str, Path]:
+def export_files(run_dir: Location) -> dict[str, Location]:
     """The export's split files that exist, by split (none where the export has not run)."""
     d = run_dir / "export"
     if not (d / "manifest.json").exists():
@@ -45,8 +47,8 @@ def pct(a: float, b: float) -> float:
     return round(100.0 * a / b, 2) if b else 0.0
 
 
-def read(p: Path, columns: list[str] | None = None) -> pl.DataFrame | None:
-    return pl.read_parquet(p, columns=columns) if p.exists() else None
+def read(p: Location, columns: list[str] | None = None) -> pl.DataFrame | None:
+    return read_output(p, columns) if p.exists() else None
 
 
 def counts(df: pl.DataFrame, col: str, top: int | None = None) -> list[dict[str, Any]]:
@@ -108,7 +110,7 @@ def member(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _prefixes(run_dir: Path, wide: bool) -> list[tuple[str, str]]:
+def _prefixes(run_dir: Location, wide: bool) -> list[tuple[str, str]]:
     """(absolute prefix, what replaces it), longest first: the run folder; wide: cwd, home."""
     out: list[tuple[str, str]] = []
     for p in {run_dir.absolute(), run_dir.resolve()}:
@@ -123,7 +125,7 @@ def _prefixes(run_dir: Path, wide: bool) -> list[tuple[str, str]]:
     return sorted(out, key=lambda x: -len(x[0]))
 
 
-def relativize(fig: Any, run_dir: Path, wide: bool = False) -> Any:
+def relativize(fig: Any, run_dir: Location, wide: bool = False) -> Any:
     """Every string in `fig` with the run folder written run-relative (wide: also the cwd and
     home, for figures from manifests; item text is left as it is, bar the run folder)."""
     prefixes = _prefixes(run_dir, wide)

@@ -6,14 +6,16 @@ that keeper's text beside it."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from pipeline import storage
+from pipeline.parts import read_output, scan_output
 from pipeline.report import plots
 from pipeline.report.common import ITEM_COLS, member, read
 from pipeline.schema import with_change_j
+from pipeline.storage import Location
 
 BORDERLINE = 5  # pairs shown on each side of the threshold
 LARGEST = 5  # clusters shown
@@ -84,13 +86,13 @@ def largest_clusters(
     return out
 
 
-def roles(d: Path, clusters: pl.DataFrame, ids: set[str]) -> dict[str, dict[str, Any]]:
+def roles(d: Location, clusters: pl.DataFrame, ids: set[str]) -> dict[str, dict[str, Any]]:
     """Per id: what dedup did with it. {role: keeper (kept, with duplicates removed) | kept
     (no duplicate) | removed, keeper_id, kind, j (to the keeper)}. An id with one row kept
     and an exact twin removed counts as kept."""
     want = sorted(ids)
     kept = set(
-        pl.scan_parquet(d / "kept.parquet")
+        scan_output(d / "kept.parquet")
         .select("id")
         .filter(pl.col("id").is_in(want))
         .collect()["id"]
@@ -102,7 +104,7 @@ def roles(d: Path, clusters: pl.DataFrame, ids: set[str]) -> dict[str, dict[str,
         ].to_list()
     )
     rem = (
-        pl.scan_parquet(d / "removed.parquet")
+        scan_output(d / "removed.parquet")
         .filter(pl.col("id").is_in(want))
         .select("id", "keeper_id", "kind", "j")
         .collect()
@@ -173,11 +175,11 @@ def _pairs(
     return out
 
 
-def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
+def dedup(run_dir: Location, manifest: dict, out: Location) -> dict[str, Any]:
     d = run_dir / "dedup"
     threshold = threshold_of(manifest)
-    clusters = pl.read_parquet(d / "clusters.parquet")
-    edges = with_change_j(pl.read_parquet(d / "edges.parquet"))
+    clusters = read_output(d / "clusters.parquet")
+    edges = with_change_j(read_output(d / "edges.parquet"))
     n_edges, same = edges.height, pl.col("change_j") >= change_threshold_of(manifest)
     n_below = int((edges["exact_j"] < threshold).sum())  # whatever their change
     other = edges.filter(~same & (pl.col("exact_j") >= threshold))
@@ -196,7 +198,7 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     }
     pool = pl.concat(
         [
-            pl.scan_parquet(d / f).select(ITEM_COLS).filter(pl.col("id").is_in(list(wanted)))
+            scan_output(d / f).select(ITEM_COLS).filter(pl.col("id").is_in(list(wanted)))
             for f in ("kept.parquet", "removed.parquet")
         ]
     )
@@ -240,7 +242,8 @@ def dedup(run_dir: Path, manifest: dict, out: Path) -> dict[str, Any]:
     r["tune"] = None
     sweep = run_dir / "tune" / "sweep.csv"
     if sweep.exists():
-        t = pl.read_csv(sweep)
+        with storage.open_read(sweep) as f:
+            t = pl.read_csv(f)
         if "ngram" in t.columns:
             t = t.filter(pl.col("ngram") == t["ngram"].min())
         r["tune"] = [dict(x) for x in t.iter_rows(named=True)]

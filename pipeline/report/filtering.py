@@ -7,13 +7,14 @@ sample that does not depend on the order of the input or of the Parquet parts).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from pipeline.parts import read_output, scan_output
 from pipeline.report.common import ITEM_COLS, export_files, member, pct
 from pipeline.stage import SPLITS
+from pipeline.storage import Location
 
 EXAMPLES = 5  # examples shown per rule
 FLAG_EXAMPLES = 2  # examples shown per flag
@@ -61,10 +62,10 @@ def rule_examples(rejected: pl.DataFrame, per_rule: int = EXAMPLES) -> list[dict
     return out
 
 
-def filter_rules(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def filter_rules(run_dir: Location, manifest: dict[str, Any]) -> dict[str, Any]:
     """The filter section: items in, rejected, and each drop rule with its examples."""
     p = run_dir / "filter" / "rejected.parquet"
-    rej = pl.read_parquet(p) if p.exists() else pl.DataFrame()
+    rej = read_output(p) if p.exists() else pl.DataFrame()
     c = manifest.get("counts", {})
     flagged = c.get("flagged")
     return {
@@ -77,18 +78,18 @@ def filter_rules(run_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _exported_ids(run_dir: Path) -> pl.DataFrame | None:
+def _exported_ids(run_dir: Location) -> pl.DataFrame | None:
     """id of every exported item (None when the export has not run)."""
     files = export_files(run_dir)
     if len(files) < len(SPLITS):
         return None
-    return pl.concat([pl.read_parquet(f, columns=["id"]) for f in files.values()]).unique()
+    return pl.concat([read_output(f, ["id"]) for f in files.values()]).unique()
 
 
 NOT_SHOWN = ("possible_secret",)  # flags whose examples the report leaves out
 
 
-def flag_counts(run_dir: Path, per_flag: int = FLAG_EXAMPLES) -> dict[str, Any]:
+def flag_counts(run_dir: Location, per_flag: int = FLAG_EXAMPLES) -> dict[str, Any]:
     """{kept, flagged, exported_known, flags: [{flag, items, share, exported, examples}]}: per
     flag, the rows of filter/kept.parquet it marks (an item may carry several flags), how many
     exported items carry it, and the lowest ids as examples. Only the id and flags columns
@@ -97,7 +98,7 @@ def flag_counts(run_dir: Path, per_flag: int = FLAG_EXAMPLES) -> dict[str, Any]:
     none = {"kept": 0, "flagged": 0, "exported_known": False, "examples_per_flag": 0, "flags": []}
     if not p.exists():
         return none
-    lf = pl.scan_parquet(p)
+    lf = scan_output(p)
     if "flags" not in lf.collect_schema().names():
         return none
     fl = lf.select("id", "flags").collect().with_row_index("row")

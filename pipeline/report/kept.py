@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from pipeline.parts import read_output, scan_output
 from pipeline.report.common import ITEM_COLS, export_files, member
 from pipeline.runs import read_manifest
 from pipeline.stage import SPLITS
+from pipeline.storage import Location
 
 KEPT_SAMPLE = 20  # items shown
 SALT = "kept sample"
@@ -34,7 +35,7 @@ def pick(ids: list[str], seed: int, n: int) -> list[str]:
     return heapq.nsmallest(n, set(ids), key=lambda i: sample_key(seed, i))
 
 
-def kept_sample(run_dir: Path, n: int = KEPT_SAMPLE) -> dict[str, Any]:
+def kept_sample(run_dir: Location, n: int = KEPT_SAMPLE) -> dict[str, Any]:
     """{present, seed, seed_note, size, exported, per_split, items: [member + split, source,
     change, language, flags]} of the export's items, in the seeded order."""
     m = read_manifest(run_dir / "export")
@@ -46,14 +47,14 @@ def kept_sample(run_dir: Path, n: int = KEPT_SAMPLE) -> dict[str, Any]:
     files = export_files(run_dir)
     ids: list[str] = []
     for f in files.values():
-        ids += pl.read_parquet(f, columns=["id"])["id"].to_list()
+        ids += read_output(f, ["id"])["id"].to_list()
     chosen = pick(ids, seed, n)
     rank = {i: k for k, i in enumerate(chosen)}
     rows: list[dict[str, Any]] = []
     for s, f in files.items():
         if not chosen:
             continue
-        lf = pl.scan_parquet(f)
+        lf = scan_output(f)
         have = set(lf.collect_schema().names())
         cols = [c for c in [*ITEM_COLS, "source", "change", "language", "flags"] if c in have]
         got = lf.filter(pl.col("id").is_in(chosen)).select(cols).collect().unique("id")

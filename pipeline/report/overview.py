@@ -12,12 +12,15 @@ from typing import Any
 
 import polars as pl
 
+from pipeline import storage
+from pipeline.parts import read_output, scan_output
 from pipeline.report import plots
 from pipeline.report.common import counts, stats
 from pipeline.report.sampling import read_shapes
 from pipeline.runs import package_versions
 from pipeline.schema import TOKEN_PATTERN
 from pipeline.stage import SPLITS
+from pipeline.storage import Location
 from pipeline.verify import verify_run
 
 TOP = 15  # rows in by-repo / by-language tables
@@ -48,14 +51,14 @@ def with_measures(items: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def item_measures(path: Path) -> pl.DataFrame:
+def item_measures(path: Location) -> pl.DataFrame:
     """The items' distribution columns (with_measures) and MEASURED, never their text: the
     text columns stream through the count (a corpus's code need not fit in memory)."""
     cols = [*MEASURED, "tokens", "comment_chars", "lines_changed", "file_type", "bot"]
-    return with_measures(pl.scan_parquet(path)).select(cols).collect(engine="streaming")
+    return with_measures(scan_output(path)).select(cols).collect(engine="streaming")
 
 
-def header(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
+def header(run_dir: Location, manifests: dict[str, dict]) -> dict[str, Any]:
     ing = manifests["ingest"]
     srcs = ing.get("conservation", {}).get("sources", {})
     sources = [
@@ -95,7 +98,9 @@ def header(run_dir: Path, manifests: dict[str, dict]) -> dict[str, Any]:
 
 
 def funnel(
-    run_dir: Path, manifests: dict[str, dict], verified: tuple[list[str], list[str]] | None = None
+    run_dir: Location,
+    manifests: dict[str, dict],
+    verified: tuple[list[str], list[str]] | None = None,
 ) -> dict[str, Any]:
     """Items per stage and per reason; conservation re-checked with verify_run, unless the
     caller has just run it (`verified`: its problems and checks passed; `run` verifies before
@@ -112,7 +117,7 @@ def funnel(
             "left": ic["records_in"] - ic["errors_out"] - ic["skipped_out"],
         }
     )
-    errs = pl.read_parquet(run_dir / "ingest" / "errors.parquet", columns=["severity", "reason"])
+    errs = read_output(run_dir / "ingest" / "errors.parquet", ["severity", "reason"])
     e = errs.with_columns(head=_reason_head("reason")).group_by("severity", "head").len("n")
     for r in e.sort(["n", "head"], descending=[True, False]).iter_rows(named=True):
         reasons.append(
@@ -121,13 +126,13 @@ def funnel(
     if "filter" in manifests:
         fc = manifests["filter"]["counts"]
         stages.append({"stage": "filter", "in": fc["items_in"], "out": fc["kept"]})
-        rej = pl.read_parquet(run_dir / "filter" / "rejected.parquet", columns=["rule"])
+        rej = read_output(run_dir / "filter" / "rejected.parquet", ["rule"])
         for r in counts(rej, "rule"):
             reasons.append({"stage": "filter", "reason": f"rule {r['value']}", "items": r["items"]})
     if "dedup" in manifests:
         dc = manifests["dedup"]["counts"]
         stages.append({"stage": "dedup", "in": dc["items_in"], "out": dc["kept"]})
-        rem = pl.read_parquet(run_dir / "dedup" / "removed.parquet", columns=["kind"])
+        rem = read_output(run_dir / "dedup" / "removed.parquet", ["kind"])
         names = {
             "near": "near-duplicate",
             "same_content": "exact duplicate (same content)",
@@ -143,9 +148,7 @@ def funnel(
     if "decontaminate" in manifests:
         xc = manifests["decontaminate"]["counts"]
         stages.append({"stage": "decontaminate", "in": xc["items_in"], "out": xc["kept"]})
-        rem = pl.read_parquet(
-            run_dir / "decontaminate" / "removed.parquet", columns=["benchmark_source"]
-        )
+        rem = read_output(run_dir / "decontaminate" / "removed.parquet", ["benchmark_source"])
         for r in counts(rem, "benchmark_source"):
             reasons.append(
                 {
@@ -156,8 +159,8 @@ def funnel(
             )
     sh = run_dir / "shapes"
     if "shapes" in manifests and (sh / "kept.parquet").exists():
-        kept = pl.scan_parquet(sh / "kept.parquet").select(pl.len()).collect().item()
-        rem = pl.read_parquet(sh / "removed.parquet")
+        kept = scan_output(sh / "kept.parquet").select(pl.len()).collect().item()
+        rem = read_output(sh / "removed.parquet")
         stages.append({"stage": "shapes", "in": kept + rem.height, "out": kept})
         col = next((c for c in ("reason", "kind", "scope") if c in rem.columns), None)
         if col:
@@ -215,9 +218,11 @@ def empty_reason(stages: list[dict[str, Any]], reasons: list[dict[str, Any]]) ->
     )
 
 
-def why_command(run_dir: Path) -> str:
+def why_command(run_dir: Location) -> str:
     """`editcurate why RUN_DIR`, the run folder as the user reaches it from where the report
     was built (cwd-relative, else under ~), never the machine's absolute folder: RUN_DIR then."""
+    if storage.is_remote(run_dir):
+        return f"editcurate why {run_dir}"
     here, home, run = Path.cwd().resolve(), Path.home().resolve(), run_dir.resolve()
     if run.is_relative_to(here):
         where = str(run.relative_to(here)) or "."
@@ -230,7 +235,7 @@ def why_command(run_dir: Path) -> str:
     )
 
 
-def distributions(m: pl.DataFrame, out: Path) -> dict[str, Any]:
+def distributions(m: pl.DataFrame, out: Location) -> dict[str, Any]:
     """The distributions of item_measures' frame `m`."""
     d: dict[str, Any] = {"items": m.height, "tokenizer": TOKEN_PATTERN}
     for col in ("tokens", "comment_chars", "lines_changed"):

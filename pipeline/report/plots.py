@@ -9,7 +9,6 @@ keep their own mathtext tick labels (10^3): those come from matplotlib, not the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -19,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from pipeline.runs import atomic_path  # noqa: E402
+from pipeline.storage import Location
 
 SIZE = (8, 3.6)
 DPI = 100
@@ -30,7 +30,7 @@ def plain(text: object) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _save(fig, path: Path) -> str:
+def _save(fig, path: Location) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     with atomic_path(path) as tmp:
@@ -53,7 +53,7 @@ def _array(values: Sequence[float]) -> np.ndarray:
 
 def hist(
     values: Sequence[float],
-    path: Path,
+    path: Location,
     title: str,
     xlabel: str,
     bins: int | Sequence[float] = 30,
@@ -83,7 +83,7 @@ def hist(
 
 
 def bars(
-    labels: Sequence[str], counts: Sequence[float], path: Path, title: str, xlabel: str
+    labels: Sequence[str], counts: Sequence[float], path: Location, title: str, xlabel: str
 ) -> str:
     """Horizontal bars, largest on top."""
     h = max(2.0, 0.28 * len(labels) + 1.0)
@@ -97,7 +97,9 @@ def bars(
     return _save(fig, path)
 
 
-def jaccard(verified: Sequence[float], below: Sequence[float], threshold: float, path: Path) -> str:
+def jaccard(
+    verified: Sequence[float], below: Sequence[float], threshold: float, path: Location
+) -> str:
     """Exact Jaccard of candidate pairs, split at the threshold."""
     fig, ax = plt.subplots(figsize=SIZE)
     bins = [i / 40 for i in range(41)]
@@ -120,7 +122,7 @@ def jaccard(verified: Sequence[float], below: Sequence[float], threshold: float,
 def curve(
     xs: Sequence[float],
     series: dict[str, Sequence[float]],
-    path: Path,
+    path: Location,
     title: str,
     xlabel: str,
     vline: float | None = None,

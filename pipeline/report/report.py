@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from pipeline import storage
 from pipeline.export.split import sharing_change
+from pipeline.parts import remove, scan_output
 from pipeline.report.common import NONE, ReportFailed, export_files, relativize, shown_value
 from pipeline.report.dedup import dedup
 from pipeline.report.filtering import filter_rules
@@ -41,8 +41,9 @@ from pipeline.report.sampling import (
     shapes_file,
     stage_order,
 )
-from pipeline.runs import read_manifest, stale_stages, write_json, write_text
+from pipeline.runs import read_manifest, stale_stages, write_bytes, write_json, write_text
 from pipeline.stage import NAMES, SPLITS
+from pipeline.storage import Location
 from pipeline.train.summary import rows as summary_rows
 
 __all__ = [
@@ -97,13 +98,13 @@ _env = env  # the name the single-module report had
 SPLIT_BY = ("repo", "source", "language")  # the per-split breakdowns, one table each
 
 
-def by_split(run_dir: Path, top: int = TOP) -> dict[str, list[dict[str, Any]]]:
+def by_split(run_dir: Location, top: int = TOP) -> dict[str, list[dict[str, Any]]]:
     """{column: [{value, train, validation, test, total}]} over the exported items: the `top`
     values by total, then "(other)"; a null or blank value is NONE."""
     files = export_files(run_dir)
     frames = []
     for sp, f in files.items():
-        lf = pl.scan_parquet(f)
+        lf = scan_output(f)
         have = set(lf.collect_schema().names())
         frames.append(
             lf.select(
@@ -133,7 +134,7 @@ def by_split(run_dir: Path, top: int = TOP) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def splits(run_dir: Path) -> dict[str, Any]:
+def splits(run_dir: Location) -> dict[str, Any]:
     """The export stage's split table: items and groups per split, and groups that leak."""
     m = read_manifest(run_dir / "export")
     if not m:
@@ -162,7 +163,7 @@ def splits(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def smoke(run_dir: Path, plot_dir: Path) -> dict[str, Any]:
+def smoke(run_dir: Location, plot_dir: Location) -> dict[str, Any]:
     """smoke-train's summary as the terminal shows it (one table of measures, one table per
     non-finite set with the ids bisection found) and its loss and gradient plot, copied into
     the report's plots."""
@@ -172,8 +173,9 @@ def smoke(run_dir: Path, plot_dir: Path) -> dict[str, Any]:
     s = json.loads(p.read_text())
     plot = run_dir / "smoke" / "loss_grad.png"
     if plot.exists():
-        plot_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(plot, plot_dir / plot.name)
+        if not storage.is_remote(plot_dir):
+            plot_dir.mkdir(parents=True, exist_ok=True)
+        write_bytes(plot_dir / plot.name, plot.read_bytes())
     return {
         "present": True,
         "verdict": s.get("verdict"),
@@ -193,7 +195,7 @@ def smoke(run_dir: Path, plot_dir: Path) -> dict[str, Any]:
 
 
 def build(
-    run_dir: Path,
+    run_dir: Location,
     scope: str = "repo",
     batch: int = 16,
     seed: int = 0,
@@ -225,7 +227,7 @@ def build(
         have = ", ".join(sorted(shp["scope"].unique()))
         raise ReportFailed(f"report: no shape scope {scope!r} in shapes.parquet (has: {have})")
     out = run_dir / "report" / "plots"
-    shutil.rmtree(out, ignore_errors=True)  # no stale plot from an earlier report
+    remove(out)  # no stale plot from an earlier report
     kept_items = run_dir / "dedup" / "kept.parquet"
     items = item_measures(kept_items)  # no text: a corpus's code is read as a stream
     stage = stage_order(run_dir, batch, window) if shp is not None else None
@@ -239,7 +241,7 @@ def build(
         "filter": filter_rules(run_dir, manifests["filter"]),
         "distributions": distributions(items, out),
         "dedup": dedup(run_dir, manifests["dedup"], out),
-        "shapes": shapes(shp, pl.scan_parquet(kept_items), pl.scan_parquet(shapes_file(run_dir))),
+        "shapes": shapes(shp, scan_output(kept_items), scan_output(shapes_file(run_dir))),
         "sampling": sampling(shp, items, scope, batch, seed, stage),
         "kept": kept_sample(run_dir, kept),
     }
@@ -258,7 +260,7 @@ def build(
     return {k: fig[k] for k in ("sections", "toc", *SECTIONS)}
 
 
-def write_report(run_dir: Path, **kw: Any) -> dict[str, Path]:
+def write_report(run_dir: Location, **kw: Any) -> dict[str, Location]:
     """Builds the figures and writes report.json, report.md, report.html; returns their paths."""
     fig = build(run_dir, **kw)
     d = run_dir / "report"

@@ -7,15 +7,16 @@ stage's kept.parquet, and says the policy was not run when that column is absent
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from pipeline.config import SHAPE_SCOPES
+from pipeline.parts import read_output, scan_output
 from pipeline.report.common import ITEM_COLS, counts, member, pct, shown_value
 from pipeline.runs import read_manifest
+from pipeline.storage import Location
 
 CAPS = (1, 2, 4)
 NOT_RUN = "not run; rerun shapes with policy = spread"
@@ -26,13 +27,13 @@ NOT_RUN = "not run; rerun shapes with policy = spread"
 SHAPE_COLS = ["id", "scope", "digit_only", "group_id", "group_size"]
 
 
-def shapes_file(run_dir: Path) -> Path:
+def shapes_file(run_dir: Location) -> Location:
     return run_dir / "shapes" / "shapes.parquet"
 
 
-def read_shapes(run_dir: Path) -> pl.DataFrame | None:
+def read_shapes(run_dir: Location) -> pl.DataFrame | None:
     p = shapes_file(run_dir)
-    return pl.read_parquet(p, columns=SHAPE_COLS) if p.exists() else None
+    return read_output(p, SHAPE_COLS) if p.exists() else None
 
 
 def shapes(
@@ -128,7 +129,7 @@ def _first_texts(texts: pl.LazyFrame, scope: str, groups: pl.Series) -> dict[int
     return dict(got.collect().iter_rows())
 
 
-def stage_order(run_dir: Path, batch: int, window: int | None = None) -> dict[str, Any]:
+def stage_order(run_dir: Location, batch: int, window: int | None = None) -> dict[str, Any]:
     """What the shapes stage did for spread: {policy, window, window_note, order (id,
     batch_order) or None, scope, conflicts}. The window is the one the shapes manifest
     records, else `window` (the config's shapes.window, when the caller has the config), else
@@ -143,8 +144,8 @@ def stage_order(run_dir: Path, batch: int, window: int | None = None) -> dict[st
         "window": None,
         "window_note": "",
     }
-    if kept.exists() and "batch_order" in pl.scan_parquet(kept).collect_schema().names():
-        info["order"] = pl.read_parquet(kept, columns=["id", "batch_order"])
+    if kept.exists() and "batch_order" in scan_output(kept).collect_schema().names():
+        info["order"] = read_output(kept, ["id", "batch_order"])
         w = _window(m)
         if w:
             info["window"], info["window_note"] = w, "from shapes/manifest.json"

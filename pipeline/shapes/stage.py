@@ -14,7 +14,6 @@ one per range of batch_order, each sorted in memory on its own.
 
 from __future__ import annotations
 
-import os
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -193,9 +192,9 @@ def _write_spread(src: Parts, order: np.ndarray, io: StageIO) -> None:
     # described for the dataset card in schema.COLUMN_DOCS
     schema = src.schema_arrow.append(pa.field("batch_order", pa.int64()))
     buckets = max(1, -(-len(order) // SPREAD_BUCKET))
-    paths = [io.dir / f".spread{b}.{os.getpid()}.tmp" for b in range(buckets)]
     opts = pa.ipc.IpcWriteOptions(compression="lz4")
-    try:
+    with io.scratch("spread") as work:
+        paths = [work / f"{b}.arrow" for b in range(buckets)]
         with ExitStack() as stack:
             out = [stack.enter_context(pa.ipc.new_file(p, schema, options=opts)) for p in paths]
             at = 0
@@ -211,9 +210,6 @@ def _write_spread(src: Parts, order: np.ndarray, io: StageIO) -> None:
                 t = pa.ipc.open_file(p).read_all()
                 kept.write_table(t.take(pa.array(np.argsort(t["batch_order"].to_numpy()))))
                 p.unlink()
-    finally:
-        for p in paths:
-            p.unlink(missing_ok=True)
 
 
 def print_summary(m: dict[str, Any] | None) -> None:

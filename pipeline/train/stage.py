@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from pipeline import storage
 from pipeline.config import Config, RunConfig, SmokeConfig
 from pipeline.errors import EnvError
-from pipeline.runs import write_json, write_parquet
+from pipeline.runs import StageFailed, write_json, write_parquet
 from pipeline.stage import SMOKE, SPLITS
 from pipeline.train.faults import Fault
 from pipeline.train.loop import LoopConfig, count_windows, eval_loss, train
@@ -83,6 +84,12 @@ def loop_config(sc: SmokeConfig) -> LoopConfig:
 
 def key(cfg: Config) -> tuple[str, dict[str, str]]:
     """Before the stage runs: what the config cannot check."""
+    if storage.is_remote(cfg.run_dir):  # transformers and peft save to local folders
+        raise StageFailed(
+            f"smoke-train: the run folder {cfg.run_dir} is in object storage; smoke-train "
+            "writes its adapter and windows to a local folder: copy the run folder's export/ "
+            "to a local run.root and run it there"
+        )
     check_config(cfg.smoke)
     device_of(cfg.smoke)
     return "", {}
@@ -294,8 +301,8 @@ def _step(
     from pipeline.train.model import adapter_finite
 
     sc = cfg.smoke
-    run_dir = cfg.run_dir
-    out = io.dir
+    run_dir, out = cfg.run_dir, io.dir
+    assert not storage.is_remote(run_dir) and not storage.is_remote(out)  # the key refuses it
     device = device_of(sc)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from pipeline.stage import NAMES, SPLITS
+from pipeline.storage import Location
 from pipeline.why.groups import clusters, export_group_sizes, near_pairs, shape_groups
 from pipeline.why.lookup import (
     ROW_KEY,
@@ -50,10 +50,9 @@ def _collect(frames: dict[str, pl.LazyFrame | None]) -> dict[str, pl.DataFrame |
     return out
 
 
-def explain(run_dir: Path, queries: list[str]) -> list[dict[str, Any]]:
+def explain(run_dir: Location, queries: list[str]) -> list[dict[str, Any]]:
     """One JSON-ready dict per query: the item, each row's path through the stages, its dedup
     cluster, shape groups and split. Stages that did not run are said so, never an error."""
-    run_dir = Path(run_dir)
     results = resolve(run_dir, queries)
     ids = sorted({r["id"] for r in results if r["status"] == "found"})
     if not ids:
@@ -139,7 +138,7 @@ def explain(run_dir: Path, queries: list[str]) -> list[dict[str, Any]]:
     return [_plain(r) for r in results]
 
 
-def keeper_views(run_dir: Path, removed: pl.DataFrame | None) -> dict[str, dict[str, Any]]:
+def keeper_views(run_dir: Location, removed: pl.DataFrame | None) -> dict[str, dict[str, Any]]:
     """The keepers of the dedup-removed rows asked about (other ids than their own): each
     keeper's item as shown (repo, path, one-line comment, before and after)."""
     if removed is None or removed.height == 0 or "keeper_id" not in removed.columns:

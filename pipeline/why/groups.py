@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -10,11 +9,12 @@ import polars as pl
 from pipeline.config import SHAPE_SCOPES
 from pipeline.schema import with_change_j
 from pipeline.stage import SPLITS
+from pipeline.storage import Location
 from pipeline.why.lookup import MAX_LISTED, columns, scan
 
 
 def clusters(
-    run_dir: Path, picked: pl.DataFrame | None
+    run_dir: Location, picked: pl.DataFrame | None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]]]:
     """Per id in a dedup cluster: its cluster (id, size, component, keeper, members listed),
     and every member id of that cluster."""
@@ -60,7 +60,7 @@ def clusters(
 
 
 def near_pairs(
-    run_dir: Path, ids: list[str], manifest: dict[str, Any], cluster_of: dict[str, set[str]]
+    run_dir: Location, ids: list[str], manifest: dict[str, Any], cluster_of: dict[str, set[str]]
 ) -> dict[str, dict[str, Any]]:
     """Per id: how many verified pairs (edges.parquet, down to dedup's edge_floor) join it to
     its own cluster, and those that lead outside it (other id, exact J, change J, best
@@ -103,7 +103,7 @@ def _caps(manifest: dict[str, Any]) -> dict[str, int] | None:
 
 
 def _removed_per_group(
-    run_dir: Path, shapes: pl.DataFrame, policy: Any, pscope: Any
+    run_dir: Location, shapes: pl.DataFrame, policy: Any, pscope: Any
 ) -> dict[int, int]:
     """Items the cap policy removed, per group (at the policy's scope) of the ids asked about."""
     rem = scan(run_dir, "shapes", "removed") if policy == "cap" else None
@@ -120,7 +120,7 @@ def _removed_per_group(
 
 
 def shape_groups(
-    run_dir: Path, shapes: pl.DataFrame | None, manifest: dict[str, Any]
+    run_dir: Location, shapes: pl.DataFrame | None, manifest: dict[str, Any]
 ) -> dict[str, list[dict[str, Any]]]:
     """Per id: its group at every scope (size, key, members) and, at the policy's scope,
     the cap and whether the group is over it."""
@@ -178,7 +178,7 @@ def shape_groups(
     return out
 
 
-def export_group_sizes(run_dir: Path, got: dict[str, pl.DataFrame | None]) -> dict[int, int]:
+def export_group_sizes(run_dir: Location, got: dict[str, pl.DataFrame | None]) -> dict[int, int]:
     """Items per export group of the rows asked about, over all three splits."""
     gids = sorted(
         {

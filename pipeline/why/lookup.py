@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from pipeline.console import visible
+from pipeline.parts import scan_output
 from pipeline.runs import read_manifest, stale_stages
 from pipeline.stage import NAMES, SPLITS
+from pipeline.storage import Location
 
 MIN_PREFIX = 8  # shortest id prefix accepted
 ROW_KEY = ["id", "source", "source_ref"]
@@ -32,7 +33,7 @@ META = (
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
 
-def read_stages(run_dir: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+def read_stages(run_dir: Location) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     """Per stage: done (manifest written) | stale (its inputs changed after it ran: its
     outputs are not read) | unfinished (folder, no manifest) | not run, and its manifest ({}
     when none)."""
@@ -50,13 +51,13 @@ def read_stages(run_dir: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]
     return states, manifests
 
 
-def scan(run_dir: Path, stage: str, name: str) -> pl.LazyFrame | None:
+def scan(run_dir: Location, stage: str, name: str) -> pl.LazyFrame | None:
     """The Parquet output `name` of `stage` (a file, or a folder of parts), or None."""
     for p in (run_dir / stage / f"{name}.parquet", run_dir / stage / name):
         if p.is_file():
-            return pl.scan_parquet(p)
+            return scan_output(p)
         if p.is_dir() and any(p.glob("**/*.parquet")):
-            return pl.scan_parquet(p / "**" / "*.parquet")
+            return scan_output(p / "**" / "*.parquet")
     return None
 
 
@@ -79,7 +80,7 @@ def one_line(s: str | None, limit: int = SHOW_CHARS) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _universe(run_dir: Path) -> list[pl.LazyFrame]:
+def _universe(run_dir: Location) -> list[pl.LazyFrame]:
     """Tables holding every id of the run: ingest's items, else every item table present."""
     items = scan(run_dir, "ingest", "items")
     if items is not None:
@@ -95,7 +96,7 @@ def _universe(run_dir: Path) -> list[pl.LazyFrame]:
     return [lf for lf in out if lf is not None]
 
 
-def resolve(run_dir: Path, queries: list[str]) -> list[dict[str, Any]]:
+def resolve(run_dir: Location, queries: list[str]) -> list[dict[str, Any]]:
     """Per query: status found | unknown | ambiguous | too_short, `id` when found, `matches`.
 
     A query is a full id or a prefix of at least MIN_PREFIX characters (case-insensitive).
@@ -135,7 +136,7 @@ def unresolved(results: list[dict[str, Any]]) -> int:
     return sum(r["status"] != "found" for r in results)
 
 
-def item_view(run_dir: Path, ids: list[str]) -> pl.DataFrame | None:
+def item_view(run_dir: Location, ids: list[str]) -> pl.DataFrame | None:
     """Ingested rows of `ids` with short views of the text (decoded for these rows only)."""
     for st, n in (("ingest", "items"), ("filter", "kept"), ("filter", "rejected")):
         lf = scan(run_dir, st, n)
