@@ -22,13 +22,17 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pipeline import storage
-from pipeline.errors import UsageError
+from pipeline.errors import EnvError, UsageError
 
 if TYPE_CHECKING:
     from upath import UPath
 
 LEASE_S = 120.0  # a dead holder's lease frees the run folder after this long
 RENEW_S = 30.0
+
+
+class RunBusy(EnvError):
+    """Another editcurate process holds the run folder."""
 
 
 def _body(owner: str) -> bytes:
@@ -48,8 +52,6 @@ def holder(p: UPath) -> dict[str, Any] | None:
 
 
 def _take(p: UPath, owner: str) -> None:
-    from pipeline.runs import RunBusy
-
     run_dir = p.parent
     for _ in range(3):
         if storage.create(p, _body(owner)):

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from pipeline import storage
 from pipeline.errors import EnvError, UsageError
+from pipeline.lease import RunBusy, lease
 from pipeline.parts import PartSink, PartWriter, num_rows, remove
 from pipeline.stage import NAMES
 from pipeline.storage import Location
@@ -55,10 +56,6 @@ class StageFailed(UsageError):
     the subclass's exit_code)."""
 
 
-class RunBusy(EnvError):
-    """Another editcurate process holds the run folder."""
-
-
 LOCK = ".lock"
 
 
@@ -80,8 +77,6 @@ def run_lock(
             "stage outputs' paths as globs; choose another run.name or run.root"
         )
     if storage.is_remote(run_dir):
-        from pipeline.lease import lease
-
         with lease(run_dir / LOCK, create=create):
             yield
         return
