@@ -257,3 +257,17 @@ def test_a_read_error_in_one_piece_ends_the_file_there_as_a_whole_read_does(tmp_
     last = int(errs[0]["source_ref"].split()[1])
     refs = pq.read_table(d / "items.parquet")["source_ref"].to_pylist()
     assert refs == [f"line {k}" for k in range(1, last)]  # nothing read after the error
+
+
+def test_a_json_lines_file_is_scanned_for_its_cuts_on_the_workers(tmp_path, ray_local):
+    """The planning pass (newlines per byte range) runs as executor tasks: on Ray the
+    workers read the file, and the cuts and line numbers are the ones this process finds."""
+    from pipeline.config import RunConfig
+
+    src = tmp_path / "a.jsonl"
+    src.write_bytes(hostile_lines())
+    spec = SourceConfig(kind="table", path=str(src))
+    here = shards.plan(spec, src, 97)
+    assert len(here) > 3
+    assert shards.plan(spec, src, 97, RunConfig(executor="ray")) == here
+    assert shards.plan(spec, src, 97, RunConfig()) == here

@@ -15,13 +15,15 @@ pieces.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from pipeline import storage
-from pipeline.config import SourceConfig
+from pipeline.config import RunConfig, SourceConfig
+from pipeline.executors import tasks
 from pipeline.ingest.base import PROBLEM_REFS, Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.mapping import UnmappedField
 from pipeline.ingest.opening import (
@@ -53,9 +55,12 @@ class Shard:
     k0: int = 0  # the number (across files) of file lo's first row group
 
 
-def plan(spec: SourceConfig, path: Location, shard_bytes: int) -> list[Shard | None]:
+def plan(
+    spec: SourceConfig, path: Location, shard_bytes: int, run: RunConfig | None = None
+) -> list[Shard | None]:
     """The pieces `path` is read in; [None] (the whole source, one reader) unless its kind
-    says how to cut it (Source.pieces: a table's row groups or lines) and it is big enough."""
+    says how to cut it (Source.pieces: a table's row groups or lines) and it is big enough.
+    `run`: the executor a JSON-lines file is scanned for its cuts on (None: this process)."""
     pieces = SOURCES[spec.kind].pieces
     if pieces is None:
         return [None]
@@ -63,7 +68,9 @@ def plan(spec: SourceConfig, path: Location, shard_bytes: int) -> list[Shard | N
         layout = pieces(spec, path)
         if layout is not None:
             how, paths = layout
-            return _groups(paths, shard_bytes) if how == "groups" else _lines(paths[0], shard_bytes)
+            if how == "groups":
+                return _groups(paths, shard_bytes)
+            return _lines(paths[0], shard_bytes, run)
     except (SourceUnreadable, OSError, pa.ArrowException):
         pass  # the reader meets it again and reports it, reading the source whole
     return [None]
@@ -99,39 +106,69 @@ def _groups(paths: list[Location], shard_bytes: int) -> list[Shard | None]:
     return out
 
 
-def _lines(path: Location, shard_bytes: int) -> list[Shard | None]:
-    """Cuts right after the first newline at or past every `shard_bytes` bytes, each with
-    the number of its first line (1 + the newlines before it)."""
+def _lines(path: Location, shard_bytes: int, run: RunConfig | None) -> list[Shard | None]:
+    """Cuts right after the first newline at or past every `shard_bytes` bytes of the file,
+    each with the number of its first line (1 + the newlines before it). The file is read by
+    byte ranges on the executor (`_scan_range`: a range's newlines and where its first one
+    is), so on Ray the workers read it and this process adds up a few numbers a range."""
     from pipeline.ingest.jsonio import detect_layout
 
     with open_regular(path) as f:
-        if storage.size(f) <= shard_bytes:  # one piece: no need to count lines
+        size = storage.size(f)
+        if size <= shard_bytes:  # one piece: no need to count lines
             return [None]
         head = f.read(SNIFF)
-        if (
-            head[:2] == GZIP_MAGIC
-            or _foreign_bom(head)
-            or utf16_guess(head) is not None  # UTF-16 without a BOM: an LF byte is half a char
-            or cr_line_ends(path)  # lines end at CRs: cut by the reader, not at LF bytes
-            or detect_layout(path) != "lines"
-        ):
-            return [None]
-        f.seek(0)
-        cuts, lines, at, target = [(0, 1)], 0, 0, shard_bytes
-        while chunk := f.read(CHUNK):
-            pos = max(0, target - at)
-            while pos < len(chunk) and (nl := chunk.find(b"\n", pos)) >= 0:
-                cut = at + nl + 1
-                cuts.append((cut, lines + chunk.count(b"\n", 0, nl + 1) + 1))
-                target = cut + shard_bytes
-                pos = target - at
-            lines += chunk.count(b"\n")
-            at += len(chunk)
-    cuts = [c for c in cuts if c[0] < at]  # no empty piece after a final newline
+    if (
+        head[:2] == GZIP_MAGIC
+        or _foreign_bom(head)
+        or utf16_guess(head) is not None  # UTF-16 without a BOM: an LF byte is half a char
+        or cr_line_ends(path)  # lines end at CRs: cut by the reader, not at LF bytes
+        or detect_layout(path) != "lines"
+    ):
+        return [None]
+    step = max(shard_bytes, -(-size // MAX_RANGES))
+    ranges = [(path, s, min(s + step, size)) for s in range(0, size, step)]
+    found = [c for _, c in tasks(run, ranges, _scan_range, None)] if run else _scanned(ranges)
+    # newlines before each range; then, from the last range back, the first newline at or
+    # past each range's start (in it, or in a later one when a line is longer than a range)
+    before = [0]
+    for c in found:
+        before.append(before[-1] + c["newlines"])
+    cuts: list[tuple[int, int]] = []
+    nxt: tuple[int, int] | None = None
+    for k in range(len(found) - 1, 0, -1):
+        if found[k]["first"] is not None:
+            nxt = (found[k]["first"] + 1, before[k] + 2)  # the line after that newline
+        if nxt is not None and nxt[0] < size and (not cuts or cuts[-1] != nxt):
+            cuts.append(nxt)
+    cuts = [(0, 1), *reversed(cuts)]
     if len(cuts) < 2:
         return [None]
-    ends = [c[0] for c in cuts[1:]] + [at]
-    return [Shard("lines", s, e, n, at) for (s, n), e in zip(cuts, ends, strict=True)]
+    ends = [c[0] for c in cuts[1:]] + [size]
+    return [Shard("lines", s, e, n, size) for (s, n), e in zip(cuts, ends, strict=True)]
+
+
+MAX_RANGES = 1 << 16  # byte ranges a JSON-lines file is scanned in, at most
+
+
+def _scan_range(task: tuple[Location, int, int], _: Any) -> Iterator[tuple[dict, dict]]:
+    """Bytes [start, end) of a file: how many newlines, and the offset of the first (None:
+    none there)."""
+    path, start, end = task
+    n, first, at = 0, None, start
+    with open_regular(path) as f:
+        f.seek(start)
+        while at < end and (chunk := f.read(min(CHUNK, end - at))):
+            if first is None and (i := chunk.find(b"\n")) >= 0:
+                first = at + i
+            n += chunk.count(b"\n")
+            at += len(chunk)
+    yield {}, {"newlines": n, "first": first}
+
+
+def _scanned(ranges: list[tuple[Location, int, int]]) -> list[dict[str, Any]]:
+    """_scan_range of each range, in this process."""
+    return [c for r in ranges for _, c in _scan_range(r, None)]
 
 
 def _foreign_bom(head: bytes) -> bool:

@@ -124,7 +124,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         for i, (spec, name) in enumerate(zip(cfg.ingest.sources, source_names(cfg), strict=True)):
             path = source_path(cfg, spec)
             before = _state(spec, path, cfg.run_dir)  # before its read (the plan reads it)
-            pieces = shards.plan(spec, path, cfg.ingest.shard_bytes)
+            pieces = shards.plan(spec, path, cfg.ingest.shard_bytes, cfg.run)
             first = pieces[0]
             whole = first is None
             task = bar.add_task(escape(f"ingest {name}"), total=None if first is None else first.of)
