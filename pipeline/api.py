@@ -21,7 +21,7 @@ from pipeline.config import Config, ConfigError, apply_override, load_config, va
 from pipeline.errors import EnvError, UsageError
 from pipeline.parts import scan_output
 from pipeline.runner import CompileAhead, StageResult, run_stage, stage_key
-from pipeline.runs import CONFIG_FILE, read_manifest, run_lock, stale_stages, write_text
+from pipeline.runs import CONFIG_FILE, committed, read_manifest, run_lock, stale_stages, write_text
 from pipeline.secrets.masking import mask
 from pipeline.stage import PIPELINE, Stage, resolve
 from pipeline.storage import Location, is_url
@@ -134,7 +134,7 @@ class Pipeline:
         stored = where / CONFIG_FILE
         if not stored.is_file():
             raise UsageError(
-                f"{run_dir}: no {CONFIG_FILE} (not a run folder, or one made before run folders "
+                f"{where}: no {CONFIG_FILE} (not a run folder, or one made before run folders "
                 "kept their config); give --config FILE"
             )
         if stored.read_text(encoding="utf-8").startswith(MASKED_CONFIG):
@@ -200,6 +200,11 @@ class Pipeline:
             run = {"root": str(Path.cwd() / "runs"), "name": stem}
         elif isinstance(out, str) and is_url(out):  # a run folder in object storage
             root, _, name = out.rstrip("/").rpartition("/")
+            if root.endswith(":/"):  # s3://bucket: the bucket itself
+                raise UsageError(
+                    f"{out}: name a folder in the bucket for the run (s3://bucket/runs/NAME), "
+                    "not the bucket"
+                )
             run = {"root": root, "name": name}
         else:
             try:
@@ -273,8 +278,10 @@ class Run:
         """An output as a polars LazyFrame: "filter/kept", "export/train", "dedup/edges"."""
         rel = name if name.endswith(".parquet") else f"{name}.parquet"
         p = self.path / rel
-        if not p.exists():
-            raise UsageError(f"{p}: no such output (stage not run, or no such name)")
+        if not committed(p.parent, p.name):
+            raise UsageError(
+                f"{p}: no such output (stage not run or not finished, or no such name)"
+            )
         return scan_output(p)
 
     def summary(self) -> dict[str, Any]:

@@ -340,12 +340,10 @@ def verify(run_dir: RunDir) -> None:
         for p in problems:
             console.print(Text.assemble(("FAIL ", "bold red"), p))
         console.print(
-            Text.assemble(
-                ("verify failed", "bold red"), f": {len(problems)} problem(s) in {run_dir}"
-            )
+            Text.assemble(("verify failed", "bold red"), f": {len(problems)} problem(s) in {where}")
         )
         raise typer.Exit(DATA)
-    console.print(Text.assemble(("verify passed", "green"), f": {run_dir}"))
+    console.print(Text.assemble(("verify passed", "green"), f": {where}"))
 
 
 @app.command()
@@ -362,7 +360,7 @@ def why(
 
     where = run_folder(run_dir)
     if not where.is_dir():
-        fail(f"{run_dir}: no such run folder")
+        fail(f"{where}: no such run folder")
     results = why_mod.explain(where, ids)
     if json_:
         typer.echo(json_text(results, indent=2))
@@ -377,7 +375,7 @@ def why(
 @app.command("smoke-train")
 def smoke_train(
     run_dir: Annotated[
-        Path, typer.Argument(help="A run folder with a finished export stage", readable=False)
+        str, typer.Argument(help="A run folder with a finished export stage", show_default=False)
     ],
     model: Annotated[str, typer.Option(help="HF checkpoint folder or config:tiny|0.5b.")] = "",
     lr: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 2e-4,
@@ -405,12 +403,13 @@ def smoke_train(
 
     sc = validate(SmokeConfig, options, "smoke-train")  # a bad option: one line, exit 2
     hook = parse_fault(fault) if fault else None  # test-only fault injection; bad: exit 2
-    with run_lock(run_dir, create=False):
+    where = run_folder(run_dir)
+    with run_lock(where, create=False):
         sweep_arg = smoke.parse_sweep(sweep) if sweep else None
-        summary = smoke.run(run_dir, sc, sweep_arg, hook, fault_spec=fault, quiet=quiet)
+        summary = smoke.run(where, sc, sweep_arg, hook, fault_spec=fault, quiet=quiet)
         smoke.print_summary(summary)
-        console.print(Text(f"smoke-train: wrote {run_dir / 'smoke'}"))
-        _refresh_report(run_dir)
+        console.print(Text(f"smoke-train: wrote {where / 'smoke'}"))
+        _refresh_report(where)
     if summary["verdict"] != "trains":
         raise typer.Exit(1)
 

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -269,9 +269,14 @@ class PartSink:
             replace_tree(self.tmp, self.dest)  # type: ignore[arg-type]
 
     def abort(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        remove(self.tmp)
+        """After a failure: what was written goes. Errors here are dropped, so that the
+        failure that brought us here is the one reported."""
+        try:
+            if self.writer is not None:
+                self.writer.abort()
+            remove(self.tmp)
+        except Exception:
+            pass
 
 
 class PartWriter(pq.ParquetWriter):
@@ -279,14 +284,37 @@ class PartWriter(pq.ParquetWriter):
 
     def __init__(self, path: Location | str, schema: pa.Schema, **opts: Any):
         remote = not isinstance(path, str) and storage.is_remote(path)
+        self._path = Path(path) if isinstance(path, str) else path
         self._file = storage.open_write(path) if remote else None  # type: ignore[arg-type]
         super().__init__(self._file if self._file is not None else path, schema, **opts)
 
     def close(self) -> None:
-        super().close()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        try:
+            super().close()
+        finally:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> Literal[False]:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+        return False
+
+    def abort(self) -> None:
+        """After a failure: the file (or the object, once its upload ends) removed, so no
+        half-written part is left to be read. Errors here are dropped: the failure that
+        brought us here is the one reported."""
+        try:
+            self.close()
+        except Exception:
+            pass
+        try:
+            remove(self._path)
+        except Exception:
+            pass
 
 
 def as_table(b: Any) -> pa.Table:

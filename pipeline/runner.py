@@ -113,7 +113,9 @@ class StageIO:
         whatever happens: `.NAME.PID` in the stage folder (what a killed run left there is
         removed first), or a local temp folder when the run folder is in object storage."""
         if storage.is_remote(self.dir):
-            with tempfile.TemporaryDirectory(prefix=f"editcurate-{name}-") as d:
+            with tempfile.TemporaryDirectory(
+                prefix=f"editcurate-{name}-", ignore_cleanup_errors=True
+            ) as d:
                 yield Path(d)
             return
         for old in self.dir.glob(f".{name}.*"):  # left by a run that was killed (or a link)
@@ -235,6 +237,8 @@ def run_stage(
     if not force and sr.is_fresh():
         return StageResult(stage.name, read_manifest(sr.dir) or {}, skipped=True)
     sr.begin()
+    if storage.is_remote(sr.dir):  # its outputs are rewritten in place: their readers are stale now
+        invalidate_downstream(cfg.run_dir, stage.name)
     written = stage.written(cfg)
     for out in stage.writes:  # one not wanted this time: no earlier run's copy stays
         if out not in written:

@@ -8,6 +8,7 @@ outputs still hash as recorded, is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ import pyarrow.parquet as pq
 
 from pipeline import storage
 from pipeline.errors import EnvError, UsageError
-from pipeline.lease import RunBusy, lease
+from pipeline.lease import RunBusy, lease, still_held
 from pipeline.parts import PartSink, PartWriter, num_rows, remove
 from pipeline.stage import NAMES
 from pipeline.storage import Location
@@ -71,6 +72,9 @@ def run_lock(
     """
     import fcntl
 
+    if root is not None and not storage.is_remote(run_dir):
+        assert not storage.is_remote(root)
+        check_inside(run_dir, root)
     if "[" in str(run_dir) or "]" in str(run_dir):
         raise UsageError(
             f"{run_dir}: a run folder path with '[' or ']' cannot be used: polars reads the "
@@ -80,9 +84,6 @@ def run_lock(
         with lease(run_dir / LOCK, create=create):
             yield
         return
-    assert root is None or not storage.is_remote(root)
-    if root is not None:
-        check_inside(run_dir, root)
     if not create and not run_dir.is_dir():
         raise UsageError(f"{run_dir}: no such run folder")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -200,7 +201,7 @@ def input_fingerprint(path: Location, rev: str | None = None, skip: Location | N
     under `skip`, the run's own folder), a git rev; an object's or a prefix's from what
     the store lists of them (storage.fingerprint: their versions change with every write)."""
     if storage.is_remote(path):
-        return storage.fingerprint(path)
+        return storage.fingerprint(path, skip)
     if rev is not None:
         out = subprocess.run(
             ["git", "-C", str(path), "rev-parse", "--verify", f"{rev}^{{commit}}"],
@@ -220,7 +221,7 @@ def input_state(path: Location, skip: Location | None = None) -> tuple[tuple[Any
     between (restored bytes included). An object's: (name, size, version) as its store lists
     them (storage.objects)."""
     if storage.is_remote(path):
-        return tuple(storage.objects(path))
+        return tuple(storage.objects(path, skip))
     files = _files(path, skip) if path.is_dir() else [path]
     out = []
     for f in files:
@@ -261,7 +262,8 @@ def parquet_sink(
         writer.close()
         os.replace(tmp, path)
     except BaseException:
-        writer.close()
+        with contextlib.suppress(Exception):  # the failure that brought us here is reported
+            writer.close()
         tmp.unlink(missing_ok=True)
         raise
 
@@ -412,6 +414,8 @@ class StageRun:
             "wall_s": round(time.time() - self.started, 3),
             **(extra or {}),
         }
+        if storage.is_remote(self.dir):
+            still_held(self.dir.parent)  # a run whose lease was taken over commits nothing
         write_json(self.dir / MANIFEST, manifest)
         return manifest
 
@@ -467,8 +471,19 @@ def stale_stages(run_dir: Location) -> dict[str, str]:
     return out
 
 
-def read_manifest(stage_dir: Location) -> dict[str, Any] | None:
-    p = stage_dir / MANIFEST
+def committed(stage_dir: Location, name: str) -> bool:
+    """`name` is an output its stage finished writing: its manifest lists it (or the manifest
+    it had before an upstream change made it stale). Readers outside the runner check this
+    first: on object storage an output without one may be a killed attempt's half."""
+    for marker in (MANIFEST, STALE):
+        m = read_manifest(stage_dir, marker)
+        if m is not None and name in m.get("outputs", {}):
+            return True
+    return False
+
+
+def read_manifest(stage_dir: Location, marker: str = MANIFEST) -> dict[str, Any] | None:
+    p = stage_dir / marker
     if storage.is_remote(p):
         p.fs.invalidate_cache(p.path)  # written since this process listed it
     if not p.exists():

@@ -14,6 +14,7 @@ whose package is missing is one line naming what to install.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -100,19 +101,25 @@ def size(f: Any) -> int:
     return int(f.size)
 
 
-def objects(p: UPath) -> list[tuple[str, int, str]]:
+def objects(p: UPath, skip: Location | None = None) -> list[tuple[str, int, str]]:
     """(name relative to `p`, size, version) of the object `p` names, or of every object
-    under the prefix, in name order. The version is what the store lists of the object's
-    version (VERSION_FIELDS: its ETag or hash, its time) hashed: any write changes it, so
-    equal lists before and after a read mean nothing read was replaced in between. One
-    listing, no object read (unless the store lists no version: then its bytes' hash)."""
+    under the prefix (none under `skip`, a run folder kept inside an input prefix), in name
+    order. The version is what the store lists of the object's version (VERSION_FIELDS: its
+    ETag or hash, its time) hashed: any write changes it, so equal lists before and after a
+    read mean nothing read was replaced in between. One listing, no object read (unless the
+    store lists no version: then its bytes' hash)."""
     from fsspec.utils import tokenize
 
     p.fs.invalidate_cache(p.path)  # a cached listing may predate a write
     if p.fs.isdir(p.path):
         found = p.fs.find(p.path, detail=True)
         base = p.path.rstrip("/") + "/"
-        rows = [(k.removeprefix(base), v) for k, v in found.items() if v.get("type") != "directory"]
+        away = skip.path.rstrip("/") + "/" if skip is not None and is_remote(skip) else None
+        rows = [
+            (k.removeprefix(base), v)
+            for k, v in found.items()
+            if v.get("type") != "directory" and not (away and k.startswith(away))
+        ]
     else:
         rows = [("", p.fs.info(p.path))]
     out = []
@@ -151,10 +158,11 @@ def _content(p: UPath, name: str) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def fingerprint(p: UPath) -> str:
-    """A fingerprint of an object or prefix: its objects' names, sizes and versions."""
+def fingerprint(p: UPath, skip: Location | None = None) -> str:
+    """A fingerprint of an object or prefix: its objects' names, sizes and versions (none
+    under `skip`)."""
     h = hashlib.sha256()
-    for name, n, ver in objects(p):
+    for name, n, ver in objects(p, skip):
         h.update(f"{name}\0{n}\0{ver}\n".encode())
     return "object:" + h.hexdigest()
 
@@ -208,14 +216,19 @@ def put(p: UPath, data: bytes) -> None:
     p.fs.pipe_file(p.path, data)
 
 
-def create(p: UPath, data: bytes) -> bool:
-    """Writes the object only if none is there (a conditional PUT, `If-None-Match: *`);
-    False when one was."""
+def create(p: UPath, data: bytes) -> dict[str, Any] | None:
+    """Writes the object only if none is there (a conditional PUT, `If-None-Match: *`): the
+    store's reply (S3's carries the ETag), None when one was there. A 409 (another create
+    of the key in flight) or a 412 counts as there."""
     try:
-        p.fs.pipe_file(p.path, data, mode="create")
+        out = p.fs.pipe_file(p.path, data, mode="create")
     except FileExistsError:
-        return False
-    return True
+        return None
+    except OSError as e:
+        if e.errno == errno.EINVAL or "ConditionalRequestConflict" in str(e):
+            return None
+        raise
+    return out if isinstance(out, dict) else {}
 
 
 def delete(p: UPath) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -336,3 +337,124 @@ def test_the_run_folders_storage_options_reach_polars_under_its_names(bucket, mo
     out = storage.location(f"s3://{name}/r/x.parquet", {**opts, "skip_instance_cache": True})
     assert read_output(out)["id"].to_list() == ["a", "b", "c"]
     assert read_table(out).equals(t)
+
+
+def test_of_two_runs_taking_one_expired_lease_one_wins(bucket, monkeypatch):
+    """A lease past its expiry is replaced only over the version read (If-Match): a second
+    taker that read the same expired lease finds it replaced, and is refused naming the
+    winner instead of taking it too."""
+    from pipeline import lease
+    from pipeline.lease import RunBusy, holder
+
+    name, fs = bucket
+    p = storage.location(f"s3://{name}/runs/x/.lock")
+    fs.pipe(f"{name}/runs/x/.lock", json.dumps({"owner": "gone:1", "expires": 0}).encode())
+    stale = lease._read(p)  # what both takers read before either wrote
+    lease._take(p, "first:1")
+    assert holder(p)["owner"] == "first:1"
+    real, reads = lease._read, []
+
+    def late_read(q):  # the second taker's first read happened before the first's write
+        reads.append(q)
+        return stale if len(reads) == 1 else real(q)
+
+    monkeypatch.setattr(lease, "_read", late_read)
+    with pytest.raises(RunBusy, match="first:1"):
+        lease._take(p, "second:2")
+    assert holder(p)["owner"] == "first:1"
+
+
+def test_a_run_whose_lease_was_taken_over_commits_nothing_more(bucket, monkeypatch):
+    """A holder that stalled past its expiry and was replaced learns it at its next renewal
+    (the conditional write fails): nothing it commits after that, and the block ends with
+    RunBusy, leaving the new holder's lease in place."""
+    import time
+
+    from pipeline import lease
+    from pipeline.lease import RunBusy, holder, still_held
+    from pipeline.runs import run_lock
+
+    monkeypatch.setattr(lease, "RENEW_S", 0.05)
+    name, fs = bucket
+    run = storage.location(f"s3://{name}/runs/x")
+    new = json.dumps({"owner": "other:2", "expires": time.time() + 600}).encode()
+    with pytest.raises(RunBusy, match="other:2"), run_lock(run):
+        still_held(run)  # held: no error
+        fs.pipe(f"{name}/runs/x/.lock", new)
+        for _ in range(100):
+            time.sleep(0.05)
+            try:
+                still_held(run)
+            except RunBusy:
+                raise
+    assert holder(run / ".lock")["owner"] == "other:2"
+
+
+def test_a_stage_killed_while_rewriting_in_s3_leaves_its_readers_stale(
+    bucket, tmp_path, cli, monkeypatch
+):
+    """In a bucket an output is rewritten in place, so the stages that read it lose their
+    manifests before the first byte is written: a stage that fails midway leaves no reader
+    claiming to be current, and `why` reads no output of the unfinished stage."""
+    from pipeline.runner import StageIO
+    from pipeline.runs import read_manifest, stale_stages
+
+    name, fs = bucket
+    fs.put(str(SAMPLE), f"{name}/in/edits.jsonl")
+    url = f"s3://{name}/runs/sample"
+    args = ("run", f"s3://{name}/in/edits.jsonl", "--out", url)
+    cli(*args, "--until", "decontaminate")
+    run = storage.location(url)
+    item = open_parquet(next(iter((run / "dedup" / "kept.parquet").glob("*")))).read(["id"])
+    item_id = item["id"][0].as_py()
+    assert re.search(r"\n +dedup +kept", cli("why", url, item_id).output)
+
+    def killed(self, name):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(StageIO, "scratch", killed)
+    res = cli(*args, "--until", "dedup", "--force", ok=False)
+    assert res.exit_code != 0
+    assert read_manifest(run / "dedup") is None
+    assert read_manifest(run / "decontaminate") is None
+    assert "decontaminate" in stale_stages(run)
+    assert not re.search(r"\n +dedup +kept", cli("why", url, item_id).output)
+
+
+def test_a_part_that_fails_while_written_leaves_no_object(bucket):
+    """A writer that fails midway uploads nothing a reader could take for a part."""
+    from pipeline.parts import PartWriter
+
+    name, fs = bucket
+    p = storage.location(f"s3://{name}/r/x.parquet/part-00000.parquet")
+    t = pa.table({"id": ["a", "b"]})
+    with pytest.raises(RuntimeError), PartWriter(p, t.schema) as w:
+        w.write_table(t)
+        raise RuntimeError("killed")
+    assert not fs.exists(f"{name}/r/x.parquet/part-00000.parquet")
+
+
+def test_the_bucket_itself_as_the_run_folder_is_one_line(bucket, cli):
+    name, fs = bucket
+    fs.put(str(SAMPLE), f"{name}/in/edits.jsonl")
+    res = cli("run", f"s3://{name}/in/edits.jsonl", "--out", f"s3://{name}", ok=False)
+    assert res.exit_code == 2
+    assert "not the bucket" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_smoke_train_on_a_run_folder_in_s3_says_to_copy_it_locally(bucket, cli):
+    """transformers and peft save to local folders: smoke-train names the URL and what to
+    do, in one line, rather than "no such folder"."""
+    from pipeline.stage import SMOKE
+
+    name, fs = bucket
+    m: dict = {"outputs": {}}
+    for rel in SMOKE.reads:  # a finished export, as far as smoke-train looks before starting
+        m["outputs"][rel.partition("/")[2]] = {"sha256": ""}
+        fs.pipe(f"{name}/runs/x/{rel}", b"PAR1")
+    fs.pipe(f"{name}/runs/x/export/manifest.json", json.dumps(m).encode())
+    res = cli("smoke-train", f"s3://{name}/runs/x", "--model", "config:tiny", ok=False)
+    assert res.exit_code == 2
+    assert f"s3://{name}/runs/x is in object storage" in res.output
+    assert len(res.output.strip().splitlines()) == 1

@@ -161,7 +161,7 @@ def test_ambiguous_prefix_lists_the_ids_it_matches(tmp_path):
     ids = ["abcdef01" + "0" * 16, "abcdef01" + "1" * 16]
     t = make_item_table([{"id": i, "before": "a", "after": "b"} for i in ids], flags=False)
     pl.from_arrow(t).write_parquet(run / "ingest" / "items.parquet")
-    (run / "ingest" / "manifest.json").write_text("{}")
+    (run / "ingest" / "manifest.json").write_text(json.dumps({"outputs": {"items.parquet": {}}}))
     res = _invoke("why", run, "abcdef01", code=1)
     assert "abcdef01  ambiguous prefix: matches 2 ids" in res.stdout
     assert all(i in res.stdout for i in ids)

@@ -15,7 +15,7 @@ import polars as pl
 from pipeline.config import SHAPE_SCOPES
 from pipeline.parts import read_output, scan_output
 from pipeline.report.common import ITEM_COLS, counts, member, pct, shown_value
-from pipeline.runs import read_manifest
+from pipeline.runs import committed, read_manifest
 from pipeline.storage import Location
 
 CAPS = (1, 2, 4)
@@ -33,7 +33,7 @@ def shapes_file(run_dir: Location) -> Location:
 
 def read_shapes(run_dir: Location) -> pl.DataFrame | None:
     p = shapes_file(run_dir)
-    return read_output(p, SHAPE_COLS) if p.exists() else None
+    return read_output(p, SHAPE_COLS) if committed(p.parent, p.name) else None
 
 
 def shapes(

@@ -28,6 +28,7 @@ from pipeline.config import Config, RunConfig, SmokeConfig
 from pipeline.errors import EnvError
 from pipeline.runs import StageFailed, write_json, write_parquet
 from pipeline.stage import SMOKE, SPLITS
+from pipeline.storage import Location
 from pipeline.train.faults import Fault
 from pipeline.train.loop import LoopConfig, count_windows, eval_loss, train
 from pipeline.train.progress import QUIET, Reporter, Tick, count
@@ -249,7 +250,7 @@ def verdict(res: dict[str, Any], sc: SmokeConfig, finite: bool) -> tuple[str, st
 
 
 def run(
-    run_dir: Path,
+    run_dir: Location,
     sc: SmokeConfig,
     sweep: tuple[str, list[Any]] | None = None,
     fault: Fault | None = None,
