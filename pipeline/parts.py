@@ -166,6 +166,11 @@ class Parts:
     def num_row_groups(self) -> int:
         return len(self._where)
 
+    def row_groups(self) -> list[tuple[Location | str, int, int]]:
+        """(part file, row group, rows) of every row group, in row order."""
+        sizes = np.diff(self._starts)
+        return [(self.paths[i], g, int(n)) for (i, g), n in zip(self._where, sizes, strict=True)]
+
     def iter_batches(
         self, batch_size: int, columns: list[str] | None = None, exact: bool = True
     ) -> Iterator[pa.RecordBatch]:

@@ -236,3 +236,37 @@ def test_a_task_streams_its_results_one_at_a_time(monkeypatch):
     assert next(got) == {"counts": {"n": 0}, "rows": {"p": 1}} and made == [0]
     assert next(got).num_rows == 1  # p's table; o had no rows: no table
     assert next(got) == {"counts": {"n": 1}, "rows": {"o": 1, "p": 1}} and made == [0, 1]
+
+
+def test_the_filters_whole_input_findings_on_ray_partitions_equal_one_search(
+    tmp_path, ray_local, monkeypatch
+):
+    """Mirrors and moved code are found over the filter's whole input. On Ray the input is
+    cut by a hash of the repository into partitions searched by tasks of their own (here 44
+    partitions of a few rows, read a few row groups at a time): the findings equal one
+    search over everything, and are not empty."""
+    import pyarrow.parquet as pq
+
+    from pipeline.config import Config
+    from pipeline.executors import ray as ray_exec
+    from pipeline.filter.stage import start
+    from tests.test_filter import frame
+    from tests.test_filter_mirrors import _history, _parallel
+    from tests.test_filter_moves import _go_move
+
+    rows = [*_history("acme/a"), *_history("acme/b"), *_parallel("acme/c")]
+    rows += [*_go_move(), *_go_move(change="c2"), *_history("zz/last")]
+    src = tmp_path / "items.parquet"
+    src.mkdir()
+    t = frame(rows).to_arrow()
+    for k, s in enumerate(range(0, t.num_rows, 150)):  # parts of several row groups
+        pq.write_table(t.slice(s, 150), src / f"part-{k:05d}.parquet", row_group_size=40)
+    monkeypatch.setattr(ray_exec, "ROWS_PER_CUT", 10)
+    monkeypatch.setattr(ray_exec, "ROWS_PER_READ", 100)
+    found = {}
+    for executor in ("local", "ray"):
+        cfg = Config.model_validate({"run": {"executor": executor}})
+        found[executor] = start(cfg, src).found
+    assert found["ray"] == found["local"]
+    assert {m.repo for m in found["local"]["mirror_copy"]} == {"acme/a", "acme/b", "zz/last"}
+    assert len(found["local"]["moved_code"]) == 2

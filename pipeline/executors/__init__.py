@@ -2,7 +2,9 @@
 
 `batches(cfg, src, fn, ctx, size)` runs `fn(batch, ctx) -> (outputs, counts)` over `size`-row
 batches of a Parquet output; `tasks(cfg, todo, fn, ctx)` runs a generator `fn(task, ctx)` per
-task (ingest's pieces of a source). Results come back in input order whichever executor ran
+task (ingest's pieces of a source); `partitioned(cfg, src, key, columns, fn, ctx)` runs
+`fn(rows, ctx)` over an output cut so that rows sharing a key stay together (the filter's
+whole-input findings, per repository). Results come back in input order whichever executor ran
 them. Executors only decide where work runs: the runner writes a map stage's outputs (filter), and
 ingest its own, through `writer`, which re-chunks them into row groups of exactly the stage's
 batch size, so files are byte-identical whichever executor ran (Ray's workers see the local
@@ -23,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from pipeline.executors.contract import BatchFn, Result, TaskFn
-from pipeline.parts import Parts, Writer
+from pipeline.executors.contract import BatchFn, PartFn, Result, TaskFn
+from pipeline.parts import Parts, Writer, scan_output
 from pipeline.storage import Location
 
 if TYPE_CHECKING:
@@ -110,6 +112,22 @@ def tasks(
     for task in todo:
         for outs, counts in fn(task, ctx):
             yield {k: _local(v) for k, v in outs.items()}, counts
+
+
+def partitioned(
+    cfg: Config, src: Location, key: str, columns: list[str], fn: PartFn, ctx: Any
+) -> list[Any]:
+    """fn(rows, ctx) over the rows of `src` (only `columns`) cut so that every row with one
+    value of `key` is in the same cut, rows in input order within it; the results in cut
+    order. Locally one cut, the output as a lazy frame (polars reads only what fn needs);
+    on Ray hash partitions, cut by workers from the output's row groups and each handed to a
+    task: the driver holds the results only. For work that is whole within a key (a
+    repository's changes) but not within a batch."""
+    if cfg.run.executor == "ray":
+        from pipeline.executors.ray import ray_partitioned
+
+        return ray_partitioned(cfg.run, src, key, columns, fn, ctx)
+    return [fn(scan_output(src).select(columns), ctx)]
 
 
 def _local(b: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 # fn(batch, ctx) -> ({output name: table}, {count: number}); pure, so any worker can run it
@@ -17,6 +18,9 @@ BatchFn = Callable[[pa.RecordBatch, Any], tuple[dict[str, Any], dict[str, Any]]]
 Result = tuple[dict[str, Any], dict[str, Any], int]
 # fn(task, ctx) -> yields (outputs, counts): a generator over one task's pieces of output
 TaskFn = Callable[[Any, Any], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
+# fn(rows, ctx) -> a result: over a lazy frame of rows holding every row that shares a key
+# with any of them (partitioned: the whole output, or one hash partition of it)
+PartFn = Callable[[pl.LazyFrame, Any], Any]
 
 
 def merge(total: dict[Any, Any], part: dict[Any, Any]) -> None:

@@ -24,12 +24,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from pipeline import storage
 from pipeline.errors import EnvError
-from pipeline.executors.contract import BatchFn, Result, TaskFn
-from pipeline.parts import Parts, PartSink, PartWriter, Span, as_table, part_name, read_span
+from pipeline.executors.contract import BatchFn, PartFn, Result, TaskFn
+from pipeline.parts import (
+    Parts,
+    PartSink,
+    PartWriter,
+    Span,
+    as_table,
+    open_parquet,
+    part_name,
+    read_span,
+    scan_output,
+)
 from pipeline.storage import Location
 
 if TYPE_CHECKING:
@@ -433,3 +445,82 @@ class RayParts:
                     f"not in {sink.tmp} as this process sees it; the run folder must be on a "
                     "disk every node mounts (run.root)"
                 )
+
+
+# ------------------------------------------------------------- partitioned by a key's hash
+
+ROWS_PER_CUT = 1 << 19  # rows one task holds as a frame, as the corpus grows
+ROWS_PER_READ = 1 << 18  # rows of row groups one reading task cuts
+
+
+def ray_partitioned(
+    run: RunConfig, src: Location, key: str, columns: list[str], fn: PartFn, ctx: Any
+) -> list[Any]:
+    """executors.partitioned on Ray: a shuffle of plain tasks, as dedup's band shuffle
+    (dedup/ray_bands.py). A task per run of row groups reads them (only `columns`) and cuts
+    the rows by a hash of `key` into one piece per partition (`_cut`); a task per partition
+    joins its pieces in reading order and runs fn on them (`_gather`). The rows never pass
+    through the driver; its memory holds the results. Every partition's result is made
+    whatever its size: a key that holds most rows makes one big partition."""
+    parts = Parts(src)
+    if not parts.num_rows:
+        return [fn(scan_output(src).select(columns), ctx)]
+    reads: list[list[tuple[Location | str, int]]] = []
+    rows = 0
+    for path, g, n in parts.row_groups():
+        if not reads or rows + n > ROWS_PER_READ:
+            reads.append([])
+            rows = 0
+        reads[-1].append((path, g))
+        rows += n
+    ray = ensure_ray(run)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    cuts = max(cpus, -(-parts.num_rows // ROWS_PER_CUT))
+    cut = ray.remote(num_cpus=1, num_returns=cuts + 1)(_cut)
+    gather = ray.remote(num_cpus=1, num_returns=2)(_gather)
+    pieces = [cut.remote(r, columns, key, cuts) for r in reads]
+    for p in pieces:  # the cutting tasks' CPU and node
+        _count(_get(ray, p[-1]))
+    outs = [gather.remote(fn, ctx, *[p[k] for p in pieces]) for k in range(cuts)]
+    del pieces
+    results = []
+    for res, spent in outs:
+        results.append(_get(ray, res))
+        _count(_get(ray, spent))
+    return results
+
+
+def _count(spent: dict[str, Any]) -> None:
+    _worker_cpu[0] += spent["cpu_s"]
+    _nodes[spent["node"]] += 1
+
+
+def _cut(
+    groups: list[tuple[Location | str, int]], columns: list[str], key: str, cuts: int
+) -> list[Any]:
+    """Row groups read (only `columns`) and cut into `cuts` tables by a hash of `key`, rows
+    in order; last, the task's CPU time and node."""
+    t0 = time.process_time()
+    tables = []
+    opened: dict[str, Any] = {}
+    for path, rg in groups:
+        f = opened.get(str(path)) or opened.setdefault(str(path), open_parquet(path))
+        tables.append(f.read_row_group(rg, columns=columns))
+    t = pa.concat_tables(tables)
+    k = pl.from_arrow(t.select([key])).to_series()  # type: ignore[union-attr]
+    # polars' hash is fixed for given seeds within one polars version: every worker agrees
+    part = (k.hash(seed=0) % cuts).to_numpy().astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    at = np.searchsorted(part[order], np.arange(cuts + 1))
+    out: list[Any] = [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(cuts)]
+    return [*out, {"cpu_s": time.process_time() - t0, "node": _node()}]
+
+
+def _gather(fn: PartFn, ctx: Any, *pieces: pa.Table) -> tuple[Any, dict[str, Any]]:
+    """A partition's pieces joined in reading order, fn's result on them; the task's CPU
+    time and node."""
+    t0 = time.process_time()
+    frame = pl.from_arrow(pa.concat_tables(pieces))
+    assert isinstance(frame, pl.DataFrame)
+    res = fn(frame.lazy(), ctx)
+    return res, {"cpu_s": time.process_time() - t0, "node": _node()}

@@ -28,9 +28,18 @@ import polars as pl
 MAX_COPIES = 4  # files of one name edited in one change, at most, to pair them
 ALIKE = 0.5  # line-set Jaccard from which two files' edits in a change are alike
 _KEY = ["repo", "change"]
+# what find reads of the items
+FIND_COLUMNS = (
+    "repo",
+    "change",
+    "path",
+    "created_at",
+    "before",
+    "after",
+)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)  # ordered: by repo, then folder (unique per repo)
 class Mirror:
     repo: str
     folder: str  # the copy, without a trailing slash

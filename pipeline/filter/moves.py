@@ -27,6 +27,16 @@ import polars as pl
 from pipeline.filter.regex import with_flags
 
 _KEY = ["repo", "change"]
+# what find reads of the items
+FIND_COLUMNS = (
+    "repo",
+    "change",
+    "id",
+    "path",
+    "comment",
+    "before",
+    "after",
+)
 SUBSTANTIVE = r"[\p{L}\p{N}]"  # a line holding a letter or a digit
 
 

@@ -17,11 +17,12 @@ from rich.table import Table
 
 from pipeline.config import Config
 from pipeline.console import console
+from pipeline.executors import partitioned
 from pipeline.filter.apply import apply_rules
 from pipeline.filter.kinds import KINDS
-from pipeline.filter.kinds.contract import Found
-from pipeline.filter.rules import RulesError, RuleSet, load_rules, rules_path
-from pipeline.parts import num_rows, scan_output
+from pipeline.filter.kinds.contract import FindFn, Found
+from pipeline.filter.rules import Rule, RulesError, RuleSet, load_rules, rules_path
+from pipeline.parts import num_rows
 from pipeline.runs import StageFailed
 from pipeline.schema import ITEM_SCHEMA
 from pipeline.storage import Location
@@ -71,11 +72,23 @@ class Context:
 
 
 def start(cfg: Config, source: Location) -> Context:
+    """The rules, and what the rules of kinds that find over the whole input found there.
+    A finding is whole within a repository (Kind.find), so on Ray each hash partition of
+    the input by repo is searched by a task of its own, and the findings, sorted, are the
+    same as one search over everything."""
     rules = _load(cfg)
-    finders = [(r, find) for r in rules.active if (find := KINDS[r.type].find) is not None]
-    items = scan_output(source) if finders else None
-    found = {r.name: find(items, r.params) for r, find in finders if items is not None}
+    finders = [r for r in rules.active if KINDS[r.type].find is not None]
+    if not finders:
+        return Context(rules, {})
+    columns = sorted({c for r in finders for c in KINDS[r.type].find_columns})
+    found_in = partitioned(cfg, source, "repo", columns, _find, finders)
+    found = {r.name: tuple(sorted(x for f in found_in for x in f[r.name])) for r in finders}
     return Context(rules, found)
+
+
+def _find(items: pl.LazyFrame, finders: list[Rule]) -> dict[str, Found]:
+    """What each rule of `finders` finds over `items`."""
+    return {r.name: cast(FindFn, KINDS[r.type].find)(items, r.params) for r in finders}
 
 
 def _arrow(df: pl.DataFrame, schema: pa.Schema) -> pa.Table:

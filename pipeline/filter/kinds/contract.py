@@ -39,6 +39,7 @@ Fail = Callable[[str], NoReturn]
 # what a rule matches with beyond its own keys: what its kind's `find` found over the stage's
 # whole input (a mirror rule's folders, a moved rule's deletions), or a prepared column's name
 Found = tuple[Any, ...]
+FindFn = Callable[[pl.LazyFrame, dict[str, Any]], Found]
 
 
 def _no_check(params: dict[str, Any], fail: Fail) -> None:
@@ -63,8 +64,11 @@ class Kind:
     formats: Mapping[str, str] = field(default_factory=dict)
     # what the rule matches, found over the filter stage's whole input before its batches
     # (items: the input as a lazy frame; params: the rule's): for what one batch cannot tell,
-    # such as another hunk of the same change
-    find: Callable[[pl.LazyFrame, dict[str, Any]], Found] | None = None
+    # such as another hunk of the same change. Whole within a repository and sorted: found
+    # over each repository apart, the findings sorted together are the same (on Ray each
+    # hash partition by repo is searched apart). find_columns: the item columns it reads
+    find: FindFn | None = None
+    find_columns: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, module: ModuleType) -> Kind:

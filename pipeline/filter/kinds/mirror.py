@@ -9,6 +9,7 @@ import polars as pl
 
 from pipeline.filter.kinds.common import text, when_chain
 from pipeline.filter.kinds.contract import Found, Row, Rule
+from pipeline.filter.mirrors import FIND_COLUMNS as find_columns
 from pipeline.filter.mirrors import find_mirrors as find
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def reference(rule: Rule, row: Row, found: Found) -> bool:
     )
 
 
-__all__ = ["KEYS", "find", "hit", "reason", "reference"]
+__all__ = ["KEYS", "find", "find_columns", "hit", "reason", "reference"]
 
 KEYS = {
     "min_changes": (False, 10),  # changes editing both

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
+from pipeline.filter.moves import FIND_COLUMNS as find_columns
 from pipeline.filter.moves import find_moves as find
 
 
@@ -38,7 +39,7 @@ def check(params: dict[str, Any], fail: Fail) -> None:
     params["except_patterns"] = params["except"]
 
 
-__all__ = ["KEYS", "check", "find", "hit", "reason", "reference"]
+__all__ = ["KEYS", "check", "find", "find_columns", "hit", "reason", "reference"]
 
 KEYS = {
     "min_lines": (False, 2),  # different substantive lines the hunk deletes, at least
