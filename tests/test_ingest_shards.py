@@ -271,3 +271,22 @@ def test_a_json_lines_file_is_scanned_for_its_cuts_on_the_workers(tmp_path, ray_
     assert len(here) > 3
     assert shards.plan(spec, src, 97, RunConfig(executor="ray")) == here
     assert shards.plan(spec, src, 97, RunConfig()) == here
+
+
+def test_a_json_lines_file_read_in_pieces_is_counted_in_them_on_the_workers(tmp_path, ray_local):
+    """verify's record count of a JSON-lines file read in pieces is taken piece by piece by
+    executor tasks (on Ray the workers read the file), and equals the count of the whole
+    file: blank lines, blank lines over the record limit, CRLF, a BOM, no final newline."""
+    from pipeline.config import RunConfig
+    from pipeline.ingest.count import LineCuts, count_lines
+
+    src = tmp_path / "a.jsonl"
+    src.write_bytes(hostile_lines() + b"\n" + (b" " * 400 + b"\n") * 3 + b"\t\r\n" + b"{}")
+    spec = SourceConfig(kind="table", path=str(src))
+    pieces = shards.plan(spec, src, 97)
+    ranges = [(p.start, p.end) for p in pieces if p is not None]
+    assert len(ranges) > 3
+    whole = count_lines(src, 300)
+    assert whole == 60 - 9 + 1 + 3 + 1  # blank lines are no records; long ones are
+    for run in (RunConfig(), RunConfig(executor="ray")):
+        assert count_lines(src, 300, LineCuts(ranges, run)) == whole

@@ -25,6 +25,9 @@ Units, with the reader's conventions that make every record land somewhere:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -34,10 +37,14 @@ from pipeline.ingest.opening import (
     READ_ERRORS,
     cr_line_ends,
     lf_lines,
+    open_line_range,
     open_source,
     parquet_file,
 )
 from pipeline.storage import Location
+
+if TYPE_CHECKING:
+    from pipeline.config import RunConfig
 
 _WS = b" \t\n\r\x0b\x0c"  # bytes.strip()'s whitespace: what the readers call blank
 
@@ -52,17 +59,44 @@ def count_parquet(path: Location) -> int:
 # --- JSON -----------------------------------------------------------------------------
 
 
-def count_json(path: Location, limit: int) -> tuple[int, str]:
+@dataclass(frozen=True)
+class LineCuts:
+    """A plain UTF-8 JSON-lines file's pieces, cut at line starts (ingest/shards.py): byte
+    ranges counted apart, by tasks on `run`'s executor (its workers read the file)."""
+
+    ranges: list[tuple[int, int]]
+    run: RunConfig
+
+
+def count_json(path: Location, limit: int, cuts: LineCuts | None = None) -> tuple[int, str]:
     from pipeline.ingest.jsonio import detect_layout
 
     layout = detect_layout(path)
     if layout == "lines":
-        return count_lines(path, limit), "non-blank lines"
+        return count_lines(path, limit, cuts), "non-blank lines"
     unit = "array elements" if layout == "array" else "top-level values"
     return count_values(path, limit, array=layout == "array"), unit
 
 
-def count_lines(path: Location, limit: int) -> int:
+def count_lines(path: Location, limit: int, cuts: LineCuts | None = None) -> int:
+    """Records of a JSON-lines file; with `cuts`, its ranges' counts added up."""
+    if cuts is not None:
+        from pipeline.executors import tasks
+
+        todo = [(path, s, e, limit) for s, e in cuts.ranges]
+        return sum(c["records"] for _, c in tasks(cuts.run, todo, _count_range, None))
+    with open_source(path) as raw:
+        return _count_lines(lf_lines(raw, cr_line_ends(path)), limit)
+
+
+def _count_range(task: tuple[Location, int, int, int], _: Any) -> Iterator[tuple[dict, dict]]:
+    """Records of bytes [start, end) of a plain UTF-8 JSON-lines file cut at line starts."""
+    path, start, end, limit = task
+    with open_line_range(path, start, end) as f:
+        yield {}, {"records": _count_lines(f, limit)}
+
+
+def _count_lines(f: Any, limit: int) -> int:
     n = 0
     length, nonblank, last = 0, False, 0
 
@@ -70,36 +104,33 @@ def count_lines(path: Location, limit: int) -> int:
         body = length - (1 if last == 0x0D else 0)
         return 1 if nonblank or body > limit else 0
 
-    cr = cr_line_ends(path)
-    with open_source(path) as raw:
-        f = lf_lines(raw, cr)
-        while True:
-            try:
-                chunk = f.read1(CHUNK)
-            except READ_ERRORS:
-                return n + 1  # the unterminated line and the rest: one record
-            if not chunk:
+    while True:
+        try:
+            chunk = f.read1(CHUNK)
+        except READ_ERRORS:
+            return n + 1  # the unterminated line and the rest: one record
+        if not chunk:
+            break
+        i, m = 0, len(chunk)
+        while i < m:
+            if length == 0:  # a line start: whole blank lines are counted in bulk
+                j = chunk.rfind(b"\n", i, _blank_end(chunk, i)) + 1
+                if j:
+                    n += _over_limit(chunk, i, j, limit)
+                    i = j
+                    continue
+            nl = chunk.find(b"\n", i)
+            stop = m if nl < 0 else nl
+            if stop > i:
+                part = chunk[i:stop]
+                length += len(part)
+                last = part[-1]
+                nonblank = nonblank or bool(part.strip(_WS))
+            if nl < 0:
                 break
-            i, m = 0, len(chunk)
-            while i < m:
-                if length == 0:  # a line start: whole blank lines are counted in bulk
-                    j = chunk.rfind(b"\n", i, _blank_end(chunk, i)) + 1
-                    if j:
-                        n += _over_limit(chunk, i, j, limit)
-                        i = j
-                        continue
-                nl = chunk.find(b"\n", i)
-                stop = m if nl < 0 else nl
-                if stop > i:
-                    part = chunk[i:stop]
-                    length += len(part)
-                    last = part[-1]
-                    nonblank = nonblank or bool(part.strip(_WS))
-                if nl < 0:
-                    break
-                n += end()
-                length, nonblank, last = 0, False, 0
-                i = nl + 1
+            n += end()
+            length, nonblank, last = 0, False, 0
+            i = nl + 1
     return n + (end() if length else 0)
 
 

@@ -10,8 +10,6 @@ array or stream ends the file early, with one error that says so.
 
 from __future__ import annotations
 
-import codecs
-import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, overload
@@ -30,8 +28,8 @@ from pipeline.ingest.opening import (
     cr_line_ends,
     head_bytes,
     lf_lines,
+    open_line_range,
     open_maybe_gzip,
-    open_regular,
     open_source,
     skip_blank_lines,
     unreadable,
@@ -145,12 +143,7 @@ def iter_line_range(
     """iter_json_records over the bytes [start, end) of a plain UTF-8 JSON-lines file, whose
     first line is line `first`: a piece of the file cut at line starts (ingest/shards.py).
     A UTF-8 BOM at the start of the file is skipped, as open_source does."""
-    with open_regular(path) as raw:
-        if start == 0 and raw.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:
-            start = len(codecs.BOM_UTF8)
-            ctx.advance(start)
-        raw.seek(start)
-        piece = io.BufferedReader(_Bounded(CountingReader(raw, ctx.advance), end - start), CHUNK)
+    with open_line_range(path, start, end, ctx.advance) as piece:
         if blocks:
             yield from _blocks(piece, ctx.max_record_bytes, ctx.room, first)
         else:
@@ -164,24 +157,6 @@ def _parsed(lines: Iterable[tuple[int, str | RecordError]]):
             yield ref, text, text.raw
         else:
             yield ref, _parse_line(ref, text), text
-
-
-class _Bounded(io.RawIOBase):
-    """The first `size` bytes of stream `f` (a piece of a file ends at a line start)."""
-
-    def __init__(self, f: Any, size: int):
-        self.f, self.left = f, size
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        if self.left <= 0:
-            return 0
-        view = memoryview(b)[: min(len(b), self.left)]
-        n = self.f.readinto(view)
-        self.left -= n or 0
-        return n or 0
 
 
 def _lines(

@@ -452,3 +452,37 @@ def open_maybe_gzip(path: Path) -> BinaryIO:
     with open_regular(path) as f:
         magic = f.read(2)
     return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")  # type: ignore
+
+
+class _Bounded(io.RawIOBase):
+    """The first `size` bytes of stream `f` (a piece of a file ends at a line start)."""
+
+    def __init__(self, f: Any, size: int):
+        self.f, self.left = f, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.left <= 0:
+            return 0
+        view = memoryview(b)[: min(len(b), self.left)]
+        n = self.f.readinto(view)
+        self.left -= n or 0
+        return n or 0
+
+
+@contextmanager
+def open_line_range(
+    path: Location, start: int, end: int, advance: Callable[[int], None] | None = None
+) -> Iterator[io.BufferedReader]:
+    """Bytes [start, end) of a plain UTF-8 file cut at line starts (ingest/shards.py), as
+    the reader and the counter of a piece both read them: a UTF-8 BOM at the start of the
+    file skipped, as open_source does. Progress in bytes of the file."""
+    step = advance or (lambda n: None)
+    with open_regular(path) as raw:
+        if start == 0 and raw.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8:
+            start = len(codecs.BOM_UTF8)
+            step(start)
+        raw.seek(start)
+        yield io.BufferedReader(_Bounded(CountingReader(raw, step), end - start), CHUNK)

@@ -30,6 +30,7 @@ from pipeline.errors import DataError
 from pipeline.executors import tasks, writer
 from pipeline.ingest import shards
 from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
+from pipeline.ingest.count import LineCuts
 from pipeline.ingest.mapping import ALIASES, input_field
 from pipeline.ingest.opening import UNREADABLE, check_source_path
 from pipeline.ingest.shards import Params
@@ -150,7 +151,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                 tally.warnings.append(hint)
             bar.update(task, completed=bar.tasks[task].total or 0)
             per_source[name] = _source_counts(spec, tally, tally.warnings)
-            per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings))
+            cuts = _line_cuts(pieces, cfg)
+            per_source[name].update(_input_count(cfg, spec, tally.records, tally.warnings, cuts))
             _check_unchanged(spec, name, path, before, io.run.inputs.get(name), cfg.run_dir)
             for w in tally.warnings:
                 console.print(f"[yellow]warning[/] source {escape(repr(name))}: {escape(w)}")
@@ -342,14 +344,30 @@ def _source_counts(spec: SourceConfig, b: Any, warnings: list[str]) -> dict[str,
     }
 
 
+def _line_cuts(pieces: list[shards.Shard | None], cfg: Config) -> LineCuts | None:
+    """A JSON-lines file read in pieces is counted in the same pieces, on the executor."""
+    if len(pieces) < 2 or any(p is None or p.kind != "lines" for p in pieces):
+        return None
+    return LineCuts([(p.start, p.end) for p in pieces if p is not None], cfg.run)
+
+
 def _input_count(
-    cfg: Config, spec: SourceConfig, records: int, warnings: list[str]
+    cfg: Config,
+    spec: SourceConfig,
+    records: int,
+    warnings: list[str],
+    cuts: LineCuts | None = None,
 ) -> dict[str, Any]:
     """The input's own record count (count.py), for verify; {} for kinds not counted."""
     counter = SOURCES[spec.kind].count
     try:
         p = source_path(cfg, spec)
-        got = counter(spec, p, cfg.ingest.max_record_bytes) if counter else None
+        limit = cfg.ingest.max_record_bytes
+        got = (
+            (counter(spec, p, limit, cuts) if cuts else counter(spec, p, limit))
+            if counter
+            else None
+        )
     except SourceUnreadable as e:
         msg = shown(str(e))
         raise IngestIOError(f"source {source_name(spec)!r} ({spec.kind}): {msg}") from None

@@ -14,7 +14,7 @@ import pyarrow as pa
 from pipeline import storage
 from pipeline.config import SourceConfig
 from pipeline.ingest.base import IngestContext, Items, Record, RecordError, SourceUnreadable
-from pipeline.ingest.count import count_csv, count_json, count_parquet
+from pipeline.ingest.count import LineCuts, count_csv, count_json, count_parquet
 from pipeline.ingest.csvio import iter_csv_records
 from pipeline.ingest.jsonio import Block, Parsed, iter_json_records, iter_line_range
 from pipeline.ingest.mapping import Mapper, mapped_columns
@@ -336,8 +336,11 @@ def pieces(spec: SourceConfig, path: Location) -> tuple[str, list[Location]] | N
     return None
 
 
-def count(spec: SourceConfig, path: Location, limit: int) -> tuple[int, str]:
-    """The table's records by their own count (count.py), for verify."""
+def count(
+    spec: SourceConfig, path: Location, limit: int, cuts: LineCuts | None = None
+) -> tuple[int, str]:
+    """The table's records by their own count (count.py), for verify; `cuts`: a JSON-lines
+    file's pieces, counted apart."""
     if path.is_dir():  # a folder of Parquet parts
         return sum(count_parquet(p) for p in folder_parts(path, spec)), "Parquet rows (footers)"
     with open_regular(path) as f:
@@ -348,5 +351,5 @@ def count(spec: SourceConfig, path: Location, limit: int) -> tuple[int, str]:
         return count_parquet(path), "Parquet rows (footer)"
     if fmt == "csv":
         return count_csv(path, limit, csv_delimiter(spec, path)), "CSV records (quote-state count)"
-    n, unit = count_json(path, limit)
+    n, unit = count_json(path, limit, cuts)
     return (n or 1), unit
