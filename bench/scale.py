@@ -125,6 +125,8 @@ def run_tree(args: list[str]) -> dict[str, Any]:
         "driver_peak_mib": ru.ru_maxrss / 1024,
         "worker_peak_mib": max((r for _, r in seen.values()), default=0) / 2**20,
         "counted_cpu_s": summary["cpu_s"]["total"],
+        # the driver's peak within each stage (its manifest's peak_rss_mib): where it holds most
+        "stage_peaks": {k: v.get("peak_rss_mib") for k, v in summary["stages"].items()},
     }
 
 
@@ -162,6 +164,11 @@ def ray_rounds(exe: list[str], data: Path, work: Path, items: int, rounds: int) 
             f"counted {med(ex, 'counted_cpu_s'):.1f}s) "
             f"driver peak {med(ex, 'driver_peak_mib'):,.0f} MiB, worker peak "
             f"{med(ex, 'worker_peak_mib'):,.0f} MiB"
+        )
+        peaks = got[ex][-1]["stage_peaks"]
+        print(
+            "        driver peak RSS per stage (MiB, last round): "
+            + ", ".join(f"{k} {v:,.0f}" for k, v in peaks.items() if v is not None)
         )
     cpu_ok = ratio["cpu_s"] <= 1.2
     print(

@@ -19,7 +19,7 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+import polars as pl
 from rich.markup import escape
 from rich.table import Table
 
@@ -27,7 +27,7 @@ from pipeline import storage
 from pipeline.config import Config, SourceConfig
 from pipeline.console import console
 from pipeline.errors import DataError
-from pipeline.executors import tasks, writer
+from pipeline.executors import partitioned, tasks, writer
 from pipeline.ingest import shards
 from pipeline.ingest.base import Batcher, IngestContext, RecordError, SourceUnreadable
 from pipeline.ingest.count import LineCuts
@@ -157,7 +157,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             for w in tally.warnings:
                 console.print(f"[yellow]warning[/] source {escape(repr(name))}: {escape(w)}")
         out.close()
-    counts = _counts(io.dir / "items.parquet", per_source)
+    counts = _counts(cfg, io.dir / "items.parquet", per_source)
     return counts, {"conservation": {"kind": "records", "sources": per_source}}
 
 
@@ -382,12 +382,13 @@ def _input_count(
     return {"input_records": n, "input_unit": unit}
 
 
-def _counts(items_path: Location, per_source: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from pipeline.verify import hashed, unique_rows  # ids compared by 128-bit hashes
-
-    ids = hashed(items_path, "id")
-    rows = sum(len(v) for v in ids.values())
-    unique = len(unique_rows(np.concatenate([*ids.values(), np.empty((0, 2), np.uint64)])))
+def _counts(
+    cfg: Config, items_path: Location, per_source: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The stage's counts; items and distinct ids counted per partition of the ids (on Ray
+    by tasks: the driver adds two numbers a partition)."""
+    got = partitioned(cfg, items_path, "id", ["id"], _id_counts, None)
+    rows, unique = sum(r for r, _ in got), sum(u for _, u in got)
     return {
         "records_in": sum(s["records"] for s in per_source.values()),
         "items_out": rows,
@@ -440,3 +441,12 @@ def print_summary(m: dict[str, Any] | None) -> None:
         f"({c['exact_duplicates']} exact-duplicate rows kept for dedup), "
         f"{c['errors_out']} errors, {c['skipped_out']} skipped"
     )
+
+
+def _id_counts(items: pl.LazyFrame, _: Any) -> tuple[int, int]:
+    """(rows, distinct ids) of `items`, the ids compared by 128-bit hashes: 16 bytes a row
+    (at 10M rows the strings and their hash table took gigabytes)."""
+    from pipeline.verify import unique_rows
+
+    h = items.select(pl.col("id").hash(seed=1), pl.col("id").hash(seed=2).alias("h2")).collect()
+    return h.height, len(unique_rows(h.to_numpy()))
