@@ -81,10 +81,21 @@ def run_tree(args: list[str]) -> dict[str, Any]:
     # not reap itself: its own children's CPU is in its wait4 rusage already (Ray's raylet
     # and GCS, waited for at shutdown), their children's (Ray's workers) is not
     seen: dict[tuple[int, float], tuple[float, int]] = {}
+    # the driver's peak private memory and peak of Ray's object store mapped into it (shared
+    # pages of objects it read, counted in its RSS though no process owns them alone)
+    driver_mem = {"RssAnon": 0, "RssShmem": 0}
     stop = threading.Event()
 
     def sample(pid: int) -> None:
         while True:
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        k, _, v = line.partition(":")
+                        if k in driver_mem:
+                            driver_mem[k] = max(driver_mem[k], int(v.split()[0]) * 1024)
+            except (OSError, ValueError):
+                pass
             try:
                 procs = psutil.Process(pid).children(recursive=True)
             except psutil.Error:
@@ -123,6 +134,8 @@ def run_tree(args: list[str]) -> dict[str, Any]:
         "cpu_s": driver + others,
         "driver_cpu_s": driver,
         "driver_peak_mib": ru.ru_maxrss / 1024,
+        "driver_private_mib": driver_mem["RssAnon"] / 2**20,
+        "driver_shmem_mib": driver_mem["RssShmem"] / 2**20,
         "worker_peak_mib": max((r for _, r in seen.values()), default=0) / 2**20,
         "counted_cpu_s": summary["cpu_s"]["total"],
         # the driver's peak within each stage (its manifest's peak_rss_mib): where it holds most
@@ -169,6 +182,11 @@ def ray_rounds(exe: list[str], data: Path, work: Path, items: int, rounds: int) 
         print(
             "        driver peak RSS per stage (MiB, last round): "
             + ", ".join(f"{k} {v:,.0f}" for k, v in peaks.items() if v is not None)
+        )
+        print(
+            f"        of the driver: peak private (RssAnon) {med(ex, 'driver_private_mib'):,.0f} "
+            f"MiB, peak of Ray's object store mapped in (RssShmem) "
+            f"{med(ex, 'driver_shmem_mib'):,.0f} MiB"
         )
     cpu_ok = ratio["cpu_s"] <= 1.2
     print(

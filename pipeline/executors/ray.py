@@ -460,10 +460,11 @@ def ray_partitioned(
     (dedup/ray_bands.py). A task per run of row groups reads them (only `columns`) and cuts
     the rows by a hash of `key` into one piece per partition (`_cut`); a task per partition
     joins its pieces in reading order and runs fn on them (`_gather`). The rows never pass
-    through the driver; its memory holds the results. Every partition's result is made
+    through the driver; its memory holds the results (and, for an output of at most one
+    partition's rows, those rows: no shuffle costs less). Every partition's result is made
     whatever its size: a key that holds most rows makes one big partition."""
     parts = Parts(src)
-    if not parts.num_rows:
+    if parts.num_rows <= ROWS_PER_CUT:  # one partition's worth: held here, as a task would
         return [fn(scan_output(src).select(columns), ctx)]
     reads: list[list[tuple[Location | str, int]]] = []
     rows = 0
