@@ -18,7 +18,6 @@ LEASE_S - RENEW_S could both hold a run folder.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import socket
@@ -51,15 +50,11 @@ def _body(owner: str) -> bytes:
     return json.dumps({"owner": owner, "expires": time.time() + LEASE_S}).encode()
 
 
-def _conditional(p: UPath) -> bool:
-    return storage.scheme(str(p)) in ("s3", "s3a")
-
-
 def _read(p: UPath) -> tuple[dict[str, Any], str | None] | None:
     """The lease and the version (ETag) it was read at; None when there is none. The ETag is
     taken before the body, so a replace made on it fails if the body read is newer."""
     try:
-        etag = p.fs.info(p.path).get("ETag") if _conditional(p) else None
+        etag = p.fs.info(p.path).get("ETag") if storage.replaces_if_match(p) else None
         data = json.loads(p.fs.cat_file(p.path))
     except FileNotFoundError:
         return None
@@ -79,18 +74,13 @@ def holder(p: UPath) -> dict[str, Any] | None:
 def _write(p: UPath, body: bytes, etag: str | None) -> str | None:
     """Replaces the lease, over version `etag` only where the store can be asked to; the new
     ETag. _Lost when another version (or none) is there."""
-    if not _conditional(p) or etag is None:
+    if not storage.replaces_if_match(p) or etag is None:
         storage.put(p, body)
         return None
-    try:
-        out = p.fs.pipe_file(p.path, body, IfMatch=etag)
-    except FileNotFoundError:
-        raise _Lost from None
-    except OSError as e:
-        if e.errno == errno.EINVAL or "pre-condition" in str(e) or "precondition" in str(e):
-            raise _Lost from None  # 412 Precondition Failed
-        raise
-    return out.get("ETag") if isinstance(out, dict) else None
+    out = storage.replace(p, body, etag)
+    if out is None:
+        raise _Lost
+    return out.get("ETag")
 
 
 def _create(p: UPath, body: bytes) -> tuple[bool, str | None]:

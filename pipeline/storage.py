@@ -218,14 +218,36 @@ def put(p: UPath, data: bytes) -> None:
 
 def create(p: UPath, data: bytes) -> dict[str, Any] | None:
     """Writes the object only if none is there (a conditional PUT, `If-None-Match: *`): the
-    store's reply (S3's carries the ETag), None when one was there. A 409 (another create
-    of the key in flight) or a 412 counts as there."""
+    store's reply (S3's carries the ETag), None when one was there."""
+    return _conditional_put(p, data, mode="create")
+
+
+def replaces_if_match(p: UPath) -> bool:
+    """The store can replace an object only over a given version (S3's `If-Match`)."""
+    return scheme(str(p)) in ("s3", "s3a")
+
+
+def replace(p: UPath, data: bytes, etag: str) -> dict[str, Any] | None:
+    """Writes the object only over version `etag` (`If-Match`; replaces_if_match stores):
+    the store's reply, None when another version (or none) is there."""
     try:
-        out = p.fs.pipe_file(p.path, data, mode="create")
+        return _conditional_put(p, data, IfMatch=etag)
+    except FileNotFoundError:  # no object to match
+        return None
+
+
+def _conditional_put(p: UPath, data: bytes, **condition: Any) -> dict[str, Any] | None:
+    """A PUT under a condition: the store's reply, None when the condition failed (a 412,
+    or a 409: another conditional write of the key in flight)."""
+    try:
+        out = p.fs.pipe_file(p.path, data, **condition)
     except FileExistsError:
         return None
     except OSError as e:
-        if e.errno == errno.EINVAL or "ConditionalRequestConflict" in str(e):
+        text = str(e)
+        if e.errno == errno.EINVAL or "ConditionalRequestConflict" in text:
+            return None
+        if "pre-condition" in text or "precondition" in text:
             return None
         raise
     return out if isinstance(out, dict) else {}

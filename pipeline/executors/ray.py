@@ -258,8 +258,7 @@ def _read(
         for ref in gen:
             got = _get(ray, ref)
             if isinstance(got, dict) and got.get(END):
-                _worker_cpu[0] += got["cpu_s"]
-                _nodes[got["node"]] += 1
+                _count(got)
                 break
             yield got, gen
 
@@ -492,6 +491,7 @@ def ray_partitioned(
 
 
 def _count(spent: dict[str, Any]) -> None:
+    """A task's report of its worker's CPU time and node, counted for this process."""
     _worker_cpu[0] += spent["cpu_s"]
     _nodes[spent["node"]] += 1
 

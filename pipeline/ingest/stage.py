@@ -362,12 +362,8 @@ def _input_count(
     counter = SOURCES[spec.kind].count
     try:
         p = source_path(cfg, spec)
-        limit = cfg.ingest.max_record_bytes
-        got = (
-            (counter(spec, p, limit, cuts) if cuts else counter(spec, p, limit))
-            if counter
-            else None
-        )
+        by_piece = {"cuts": cuts} if cuts else {}  # only a kind that cuts takes them
+        got = counter(spec, p, cfg.ingest.max_record_bytes, **by_piece) if counter else None
     except SourceUnreadable as e:
         msg = shown(str(e))
         raise IngestIOError(f"source {source_name(spec)!r} ({spec.kind}): {msg}") from None
