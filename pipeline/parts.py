@@ -16,6 +16,7 @@ no rename, the parts are written in place and the stage's manifest is the commit
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator
@@ -243,6 +244,7 @@ class PartSink:
         self.k = 0
         self.in_part = 0
         self.writer: PartWriter | None = None
+        self.sha256: dict[str, str] = {}  # part name -> its bytes' sha256, as written
 
     def _open(self) -> PartWriter:
         self.writer = PartWriter(self.tmp / part_name(self.k), self.schema, **self.opts)
@@ -257,8 +259,12 @@ class PartSink:
             at += piece.num_rows
             self.in_part += piece.num_rows
             if self.in_part == self.part_rows:
-                w.close()
+                self._close_part(w)
                 self.writer, self.in_part, self.k = None, 0, self.k + 1
+
+    def _close_part(self, w: PartWriter) -> None:
+        w.close()
+        self.sha256[part_name(self.k)] = w.sha256
 
     def write_batch(self, batch: pa.RecordBatch, row_group_size: int | None = None) -> None:
         self.write_table(pa.Table.from_batches([batch]), row_group_size)
@@ -269,7 +275,7 @@ class PartSink:
         if self.writer is None and self.k == 0:
             self._open()  # no rows: one empty part, so the output still has its schema
         if self.writer is not None:
-            self.writer.close()
+            self._close_part(self.writer)
         if not storage.is_remote(self.dest):
             replace_tree(self.tmp, self.dest)  # type: ignore[arg-type]
 
@@ -285,21 +291,31 @@ class PartSink:
 
 
 class PartWriter(pq.ParquetWriter):
-    """A ParquetWriter on a local file or an object (uploaded as it is closed)."""
+    """A ParquetWriter on a local file or an object (uploaded as it is closed). It hashes
+    the bytes as it writes them: `sha256` once closed, so the output's record needs no
+    second read of it (on object storage, a download)."""
 
     def __init__(self, path: Location | str, schema: pa.Schema, **opts: Any):
-        remote = not isinstance(path, str) and storage.is_remote(path)
         self._path = Path(path) if isinstance(path, str) else path
-        self._file = storage.open_write(path) if remote else None  # type: ignore[arg-type]
-        super().__init__(self._file if self._file is not None else path, schema, **opts)
+        p = self._path
+        f = storage.open_write(p) if storage.is_remote(p) else open(p, "wb")  # noqa: SIM115
+        self._file: _Hashing | None = _Hashing(f)
+        self.sha256 = ""
+        try:
+            super().__init__(self._file, schema, **opts)
+        except BaseException:
+            f.close()
+            raise
 
     def close(self) -> None:
+        f, self._file = self._file, None
         try:
             super().close()
         finally:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if f is not None:
+                f.close()
+        if f is not None:
+            self.sha256 = f.sha.hexdigest()
 
     def __exit__(self, exc_type: Any, *rest: Any) -> Literal[False]:
         if exc_type is None:
@@ -320,6 +336,37 @@ class PartWriter(pq.ParquetWriter):
             remove(self._path)
         except Exception:
             pass
+
+
+class _Hashing:
+    """A binary file that hashes what is written to it (all pyarrow asks of a file)."""
+
+    def __init__(self, f: Any):
+        self.f = f
+        self.sha = hashlib.sha256()
+        self.at = 0
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.f.closed)
+
+    def write(self, b: Any) -> int:
+        self.sha.update(b)
+        self.at += len(b)
+        self.f.write(b)
+        return len(b)
+
+    def tell(self) -> int:
+        return self.at
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
 
 
 def as_table(b: Any) -> pa.Table:

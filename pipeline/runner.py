@@ -20,7 +20,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class StageIO:
     cfg: Config
     stage: Stage
     run: StageRun
+    sha256: dict[str, dict[str, str]] = field(default_factory=dict)  # output -> part -> hash
 
     @property
     def dir(self) -> Location:
@@ -80,10 +81,14 @@ class StageIO:
         """An input output's parts, read as one table (pipeline/parts.py)."""
         return Parts(self.input(rel))
 
-    def sink(self, name: str, schema: pa.Schema) -> Any:
+    @contextmanager
+    def sink(self, name: str, schema: pa.Schema) -> Iterator[Any]:
         """An atomic writer of output `name`: a folder of Parquet parts of run.part_rows rows,
-        renamed into place on success."""
-        return parts_sink(self.dir / name, schema, self.meta, self.cfg.run.part_rows)
+        renamed into place on success. The parts' hashes, taken as they were written, are
+        kept for the output's record."""
+        with parts_sink(self.dir / name, schema, self.meta, self.cfg.run.part_rows) as s:
+            yield s
+        self.sha256[name] = s.sha256
 
     def write(self, name: str, table: pa.Table) -> None:
         with self.sink(name, table.schema) as w:
@@ -255,7 +260,7 @@ def run_stage(
     in_schema = read_schema(io.input(stage.reads[0])) if stage.reads else None
     for out in written:
         _check_schema(stage, out, io.dir / out.name, in_schema)
-        sr.record_output(out.name, out.role)
+        sr.record_output(out.name, out.role, io.sha256.get(out.name))
     if stage.conservation == "ids" and "conservation" not in extra:
         extra["conservation"] = {
             "kind": "ids",
@@ -278,7 +283,7 @@ def run_stage(
     from pipeline.verify import check_stage
 
     problems: list[str] = []
-    check_stage(sr.dir, manifest, problems)
+    check_stage(sr.dir, manifest, problems, content=False)
     if problems:
         raise DataError(f"{stage.name}: {problems[0]}")
     return StageResult(stage.name, manifest, skipped=False)

@@ -178,21 +178,25 @@ def _files(folder: Path, skip: Location | None = None) -> list[Path]:
     return [q for q in files if not (real / q.relative_to(folder)).is_relative_to(skip)]
 
 
-def output_sha(path: Location, skip: Location | None = None) -> str:
-    """sha256 of a file, or of a folder's relative paths and file hashes (none under skip)."""
+def output_sha(
+    path: Location, skip: Location | None = None, known: dict[str, str] | None = None
+) -> str:
+    """sha256 of a file, or of a folder's relative paths and file hashes (none under skip).
+    `known`: the hashes of files in the folder by relative path, taken as they were written
+    (parts.PartSink.sha256); only the others are read."""
+    known = known or {}
     if storage.is_remote(path):  # the same text over the objects' names and bytes
         names = [n for n, _, _ in storage.objects(path)]
         if names == [""]:
             return file_sha256(path)
-        h = hashlib.sha256()
-        for n in names:
-            h.update(f"{n}\0{file_sha256(path / n)}\n".encode())
-        return h.hexdigest()
-    if not path.is_dir():
+        rels: list[tuple[str, Location]] = [(n, path / n) for n in names]
+    elif not path.is_dir():
         return file_sha256(path)
+    else:
+        rels = [(p.relative_to(path).as_posix(), p) for p in _files(path, skip)]
     h = hashlib.sha256()
-    for p in _files(path, skip):
-        h.update(f"{p.relative_to(path).as_posix()}\0{file_sha256(p)}\n".encode())
+    for n, p in rels:
+        h.update(f"{n}\0{known.get(n) or file_sha256(p)}\n".encode())
     return h.hexdigest()
 
 
@@ -389,16 +393,17 @@ class StageRun:
             else:
                 stale.unlink()
 
-    def record_output(self, name: str, role: str) -> None:
+    def record_output(self, name: str, role: str, known: dict[str, str] | None = None) -> None:
         """role: "items" (carries items on), "terminal" (items leave here), or "aux".
-        A folder output (hf/) is recorded by its files' total size and a hash over them."""
+        A folder output (hf/) is recorded by its files' total size and a hash over them
+        (`known`: its files' hashes taken as they were written, see output_sha)."""
         p = self.dir / name
         rows = num_rows(p) if name.endswith(".parquet") else None
         self.outputs[name] = {
             "role": role,
             "rows": rows,
             "bytes": output_size(p),
-            "sha256": output_sha(p),
+            "sha256": output_sha(p, known=known),
         }
 
     def finish(self, counts: dict[str, Any], extra: dict[str, Any] | None = None) -> dict:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from pipeline import Pipeline
+from pipeline.runs import read_manifest
+from pipeline.verify import verify_run
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "editcurate.toml"
 
@@ -32,6 +34,18 @@ def test_the_ray_executor_writes_the_same_bytes_as_the_local_one(tmp_path, ray_l
     assert len(files) >= 24 and any(f.name == "part-00001.parquet" for f in files)
     for rel in files:
         assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
+    # the parts' hashes the workers took as they wrote are what is on disk, and the local ones
+    for stage in ("ingest", "filter", "dedup", "export"):
+        outs = {
+            e: {
+                n: o
+                for n, o in read_manifest(runs[e] / stage)["outputs"].items()
+                if ".parquet" in n
+            }
+            for e in runs
+        }  # (the dataset card names its run)
+        assert outs["ray"] == outs["local"] != {}, stage
+    assert verify_run(runs["ray"])[0] == []
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 

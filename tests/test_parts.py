@@ -3,6 +3,7 @@ readers that see one table, atomic folders, and a whole run cut into many parts.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from pipeline import Pipeline
 from pipeline.parts import Parts, PartSink, num_rows, part_files, read_schema, read_span
+from pipeline.runs import output_sha
 from pipeline.verify import verify_run
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "editcurate.toml"
@@ -138,3 +140,19 @@ def test_inexact_batches_cover_every_row_without_joining_parts(tmp_path):
     got = list(Parts(tmp_path / "o.parquet").iter_batches(16, ["k"], exact=False))
     assert [b.num_rows for b in got] == [16, 4, 16, 4, 10]
     assert pa.Table.from_batches(got).column("k").to_pylist() == list(range(50))
+
+
+def test_each_parts_hash_is_taken_as_it_is_written(tmp_path):
+    """The sink knows every part's sha256 without reading it back, and the output's record
+    made from those is the one made by reading the files."""
+    dest = tmp_path / "o.parquet"
+    sink = PartSink(dest, table(50).schema, 20)
+    for at in range(0, 50, 7):
+        sink.write_table(table(50).slice(at, 7), row_group_size=3)
+    sink.close()
+    on_disk = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in part_files(dest)}
+    assert sink.sha256 == on_disk and len(on_disk) == 3
+    assert output_sha(dest, known=sink.sha256) == output_sha(dest)
+    # a file the sink did not write is read
+    (dest / "extra").write_bytes(b"x")
+    assert output_sha(dest, known=sink.sha256) == output_sha(dest)

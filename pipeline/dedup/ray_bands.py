@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.dedup import lsh
-from pipeline.executors.ray import ensure_ray
+from pipeline.executors.ray import ensure_ray, spread
 
 if TYPE_CHECKING:
     from pipeline.config import RunConfig
@@ -125,8 +125,8 @@ def ray_bucket_data(
     if not len(idx):
         return None, big, 0
     ray = ensure_ray(run)
-    split = ray.remote(num_cpus=1)(_split)
-    reduce = ray.remote(num_cpus=1, num_returns=2)(_reduce)
+    split = spread(ray, _split)
+    reduce = spread(ray, _reduce, num_returns=2)
     per_pass = max(1, rows_at_once // len(idx))
     item = pa.array(idx.astype(np.uint32))
     pairs: list[Any] = []

@@ -222,9 +222,7 @@ def _streams(
     flight, and each stops after BACKLOG unread objects, so the object store holds a bounded
     amount whatever the tasks' size; tasks not yet read when the caller stops (an unreadable
     piece, a failure) are cancelled."""
-    remote = ray.remote(
-        num_cpus=1, num_returns="streaming", _generator_backpressure_num_objects=BACKLOG
-    )(work)
+    remote = spread(ray, work, num_returns="streaming", _generator_backpressure_num_objects=BACKLOG)
     shared = ray.put(job)
     pending: deque[Any] = deque()
     tasks = iter(todo)
@@ -301,6 +299,13 @@ def _produce(task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]) -> Iterat
     yield {END: True, "cpu_s": time.process_time() - t0, "node": _node()}
 
 
+def spread(ray: Any, fn: Callable[..., Any], **options: Any) -> Any:
+    """`fn` as a Ray task of one CPU, spread over the cluster's nodes: the pipeline's tasks
+    are data-parallel, and Ray's default placement keeps short tasks on the driver's node
+    while it has a free CPU, leaving other nodes idle."""
+    return ray.remote(num_cpus=1, scheduling_strategy="SPREAD", **options)(fn)
+
+
 def _window(ray: Any) -> int:
     """Tasks in flight at once: two per CPU of the cluster, so workers never wait on the
     driver and the object store holds a bounded number of tasks' outputs."""
@@ -331,10 +336,10 @@ def _write_part(
     spec: tuple[Location | str, pa.Schema, dict[str, Any], int, int],
     pieces: list[tuple[str, int, int]],
     *tables: pa.Table,
-) -> tuple[float, str]:
+) -> tuple[float, str, str]:
     """Part file `path` from the pieces' rows, in row groups cut where a local run cuts
     them (at every `size` rows of the whole output; this part's first row is `first`), each
-    one chunk (parts.Writer); the worker's CPU time, and its node."""
+    one chunk (parts.Writer); the worker's CPU time, its node and the part's sha256."""
     t0 = time.process_time()
     path, schema, opts, size, first = spec
     rows = [t.slice(start, n) for (_, start, n), t in zip(pieces, tables, strict=True)]
@@ -346,7 +351,7 @@ def _write_part(
             group = whole.slice(at, end - at).combine_chunks()
             w.write_table(group, row_group_size=max(group.num_rows, 1))
             at = end
-    return time.process_time() - t0, _node()
+    return time.process_time() - t0, _node(), w.sha256
 
 
 class RayParts:
@@ -364,7 +369,7 @@ class RayParts:
         stack: Any,
     ):
         self.ray = ensure_ray(run)
-        self.write = self.ray.remote(num_cpus=1)(_write_part)
+        self.write = spread(self.ray, _write_part)
         self.size = size
         self.schemas = schemas
         self.sinks: dict[str, PartSink] = {
@@ -372,7 +377,7 @@ class RayParts:
         }
         self.queue: dict[str, deque[Held]] = {n: deque() for n in schemas}
         self.queued = dict.fromkeys(schemas, 0)
-        self.jobs: deque[Any] = deque()
+        self.jobs: deque[tuple[Any, PartSink, str]] = deque()  # a write, its sink and part
         self.window = _window(self.ray)
         # on a failure, before the sinks drop their temp folders: no write still running
         # that could leave a file there, or write one into a later attempt's
@@ -380,7 +385,7 @@ class RayParts:
 
     def _drain(self) -> None:
         if self.jobs:
-            self.ray.wait(list(self.jobs), num_returns=len(self.jobs))
+            self.ray.wait([j[0] for j in self.jobs], num_returns=len(self.jobs))
             self.jobs.clear()
 
     def add(self, outs: dict[str, Any]) -> None:
@@ -417,14 +422,16 @@ class RayParts:
             sink.k * sink.part_rows,
         )
         where = [(h.name, h.start, h.rows) for h in pieces]
-        self.jobs.append(self.write.remote(spec, where, *[h.ref for h in pieces]))
+        job = self.write.remote(spec, where, *[h.ref for h in pieces])
+        self.jobs.append((job, sink, part_name(sink.k)))
         sink.k += 1
         self.queued[name] -= rows
         while len(self.jobs) > self.window:
             self._done(self.jobs.popleft())
 
-    def _done(self, job: Any) -> None:
-        cpu, node = _get(self.ray, job)
+    def _done(self, job: tuple[Any, PartSink, str]) -> None:
+        ref, sink, name = job
+        cpu, node, sink.sha256[name] = _get(self.ray, ref)
         _worker_cpu[0] += cpu
         _nodes[node] += 1
 
@@ -476,8 +483,8 @@ def ray_partitioned(
     ray = ensure_ray(run)
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     cuts = max(cpus, -(-parts.num_rows // ROWS_PER_CUT))
-    cut = ray.remote(num_cpus=1, num_returns=cuts + 1)(_cut)
-    gather = ray.remote(num_cpus=1, num_returns=2)(_gather)
+    cut = spread(ray, _cut, num_returns=cuts + 1)
+    gather = spread(ray, _gather, num_returns=2)
     pieces = [cut.remote(r, columns, key, cuts) for r in reads]
     for p in pieces:  # the cutting tasks' CPU and node
         _count(_get(ray, p[-1]))
