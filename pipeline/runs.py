@@ -480,11 +480,17 @@ def committed(stage_dir: Location, name: str) -> bool:
     """`name` is an output its stage finished writing: its manifest lists it (or the manifest
     it had before an upstream change made it stale). Readers outside the runner check this
     first: on object storage an output without one may be a killed attempt's half."""
+    return name in committed_outputs(stage_dir)
+
+
+def committed_outputs(stage_dir: Location) -> set[str]:
+    """The outputs of `stage_dir` that `committed` accepts, from one read of its manifest
+    (and of the stale one only when there is no manifest)."""
     for marker in (MANIFEST, STALE):
         m = read_manifest(stage_dir, marker)
-        if m is not None and name in m.get("outputs", {}):
-            return True
-    return False
+        if m is not None:
+            return set(m.get("outputs", {}))
+    return set()
 
 
 def read_manifest(stage_dir: Location, marker: str = MANIFEST) -> dict[str, Any] | None:

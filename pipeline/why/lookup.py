@@ -9,7 +9,7 @@ import polars as pl
 
 from pipeline.console import visible
 from pipeline.parts import scan_output
-from pipeline.runs import committed, read_manifest, stale_stages
+from pipeline.runs import committed_outputs, read_manifest, stale_stages
 from pipeline.stage import NAMES, SPLITS
 from pipeline.storage import Location
 
@@ -54,8 +54,9 @@ def read_stages(run_dir: Location) -> tuple[dict[str, str], dict[str, dict[str, 
 def scan(run_dir: Location, stage: str, name: str) -> pl.LazyFrame | None:
     """The Parquet output `name` of `stage` (a file, or a folder of parts) once its stage
     finished writing it, or None."""
+    done = committed_outputs(run_dir / stage)
     for p in (run_dir / stage / f"{name}.parquet", run_dir / stage / name):
-        if not committed(p.parent, p.name):
+        if p.name not in done:
             continue
         if p.is_file():
             return scan_output(p)
