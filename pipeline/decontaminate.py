@@ -14,6 +14,7 @@ in input order. With no `against` the stage is a pass-through: every item is kep
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from pipeline.config import Config, DedupConfig, SourceConfig, canonical_text, u
 from pipeline.console import console
 from pipeline.dedup import index as ix
 from pipeline.errors import EnvError
-from pipeline.executors import batches
+from pipeline.executors import batches, writer
 from pipeline.executors.contract import merge
 from pipeline.ingest.base import Batcher, IngestContext, SourceUnreadable
 from pipeline.ingest.opening import check_source_path
@@ -132,20 +133,19 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     index, per = benchmark_index(cfg, d) if cfg.decontaminate.against else (None, {})
     n = num_rows(src)
     counts: dict[str, Any] = {"items_in": n, "kept": 0, "removed": 0}
-    with (
-        io.sink("kept.parquet", schema) as kept_w,
-        io.sink("removed.parquet", removed_schema) as removed_w,
-        io.progress() as bar,
-    ):
+    schemas = {"kept.parquet": schema, "removed.parquet": removed_schema}
+    with ExitStack() as stack:
+        # the matching runs on the configured executor (run.executor), batch by batch; on
+        # Ray the workers write the rows too
+        out = writer(cfg.run, io.sink, schemas, None, stack)
+        bar = stack.enter_context(io.progress())
         task = bar.add_task("decontaminate", total=n)
-        # the matching runs on the configured executor (run.executor), batch by batch
         ctx = (index, d, schema, removed_schema)
-        for outs, c, rows in batches(cfg, src, _match_batch, ctx, d.batch_size):
-            kept_w.write_table(outs["kept"])
-            if "removed" in outs:
-                removed_w.write_table(outs["removed"])
+        for outs, c, rows in batches(cfg, src, _match_batch, ctx, d.batch_size, held=schemas):
+            out.add(outs)
             merge(counts, c)
             bar.advance(task, rows)
+        out.close()
     hits = counts.pop("hits", {})
     for entry, got in per.items():
         got["removed"] = hits.get(entry, 0)
@@ -159,10 +159,10 @@ def _match_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[
     index, d, schema, removed_schema = ctx
     t = pa.Table.from_batches([batch], schema=schema)
     if index is None:
-        return {"kept": t}, {"kept": t.num_rows}
+        return {"kept.parquet": t}, {"kept": t.num_rows}
     kept, removed, got = _one_batch(t, index, d)
     c: dict[str, Any] = {**got, "hits": dict(Counter(removed["benchmark_source"].to_pylist()))}
-    return {"kept": kept, "removed": removed.cast(removed_schema)}, c
+    return {"kept.parquet": kept, "removed.parquet": removed.cast(removed_schema)}, c
 
 
 def _one_batch(

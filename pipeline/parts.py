@@ -382,13 +382,16 @@ def as_table(b: Any) -> pa.Table:
 class Writer:
     """Outputs (`schemas`: name -> schema) written through atomic sinks (`sink(name, schema)`,
     the runner's StageIO.sink) in row groups of exactly `size` rows, however the pieces came:
-    the files are the same whichever executor made the pieces, and however it cut them."""
+    the files are the same whichever executor made the pieces, and however it cut them.
+    `size` None: each piece is written as it came (its own row groups, cut only at part
+    boundaries), for steps whose pieces are the same whichever executor made them (a batch's
+    rows)."""
 
     def __init__(
         self,
         sink: Callable[[str, pa.Schema], Any],
         schemas: dict[str, pa.Schema],
-        size: int,
+        size: int | None,
         stack: Any,
     ):
         self.size = size
@@ -399,13 +402,17 @@ class Writer:
 
     def add(self, outs: dict[str, Any]) -> None:
         for name, b in outs.items():
-            t = as_table(b)
-            self.pending[name].append(t.cast(self.schemas[name]))  # the declared schema
+            t = as_table(b).cast(self.schemas[name])  # the declared schema
+            if self.size is None:
+                self.sinks[name].write_table(t)
+                continue
+            self.pending[name].append(t)
             self.rows[name] += t.num_rows
             while self.rows[name] >= self.size:
                 self._write(name, self.size)
 
     def _write(self, name: str, n: int) -> None:
+        assert self.size is not None  # (pieces are only held to be cut at `size`)
         whole = pa.concat_tables(self.pending[name])
         # one chunk per row group: Parquet pages follow chunk boundaries, which vary with
         # how the pieces came

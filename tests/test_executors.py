@@ -89,6 +89,59 @@ def test_on_ray_the_workers_write_the_parts_and_their_cpu_is_counted(
         assert 0 < m["workers_cpu_s"] <= m["cpu_s"]
 
 
+def test_decontaminate_and_export_rows_are_written_by_the_workers(tmp_path, ray_local, monkeypatch):
+    """Decontaminate's kept and removed rows (a benchmark removes some) and export's split
+    files (sft, in many parts) never pass through the driver: with the driver's part writer
+    broken for those two stages, a Ray run writes the local run's bytes."""
+    from pipeline.executors.ray import Held, RayParts
+    from pipeline.parts import PartSink, read_output
+
+    over = {
+        "dedup.batch_size": 23,  # decontaminate's batches too
+        "export.format": "sft",
+        "run.part_rows": 40,
+        "run.root": str(tmp_path),
+    }
+    local = Pipeline.from_config(SAMPLE, overrides={**over, "run.name": "local"}).run()
+    bench = tmp_path / "bench.csv"  # a benchmark holding some of the corpus's items
+    items = read_output(local.path / "dedup" / "kept.parquet", ["before", "after", "comment"])
+    items.gather_every(7).write_csv(bench)
+    over["decontaminate.against"] = [str(bench)]
+    write, add = PartSink.write_table, RayParts.add
+
+    def not_here(self, *a, **k):  # shapes still writes its rows in the driver
+        assert self.dest.parent.name == "shapes", "the driver wrote rows of a part"
+        write(self, *a, **k)
+
+    def only_held(self, outs):  # rows the workers keep, never tables here
+        assert all(isinstance(v, Held) for v in outs.values()), outs
+        add(self, outs)
+
+    runs = {}
+    for executor in ("local", "ray"):
+        p = Pipeline.from_config(
+            SAMPLE, overrides={**over, "run.name": executor, "run.executor": executor}
+        )
+        p.run(until="dedup")
+        with monkeypatch.context() as m:
+            if executor == "ray":
+                m.setattr(PartSink, "write_table", not_here)
+                m.setattr(RayParts, "add", only_held)
+            runs[executor] = p.run().path
+    removed = read_output(runs["ray"] / "decontaminate" / "removed.parquet")
+    assert removed.height >= 3
+    for stage, least in (("decontaminate", 4), ("export", 6)):
+        files = sorted(
+            p.relative_to(runs["local"])
+            for p in (runs["local"] / stage).rglob("*.parquet")
+            if p.is_file()
+        )
+        assert len(files) >= least, files
+        for rel in files:
+            assert (runs["local"] / rel).read_bytes() == (runs["ray"] / rel).read_bytes(), rel
+    assert verify_run(runs["ray"])[0] == []
+
+
 def test_parts_a_worker_wrote_where_the_driver_cannot_see_them_are_one_line(
     tmp_path, ray_local, monkeypatch
 ):

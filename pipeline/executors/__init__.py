@@ -11,8 +11,10 @@ batch size, so files are byte-identical whichever executor ran (Ray's workers se
 batches too: Parts.spans). Asked with `held` (the outputs' schemas), `batches` and `tasks`
 on Ray leave the outputs with the workers, and `writer`'s parts are written by workers:
 nothing a stage writes passes through the driver. Whole-stage steps call `batches` for their
-own per-item work (decontaminate's matching, export's split files) and do the rest in the
-driver. What the executors are handed and give back is in contract.py.
+own per-item work and do the rest in the driver; those whose rows are made a batch at a time
+(decontaminate's matching, export's split files) write them through `writer` too, with the
+pieces as they came (`size` None). What the executors are handed and give back is in
+contract.py.
 """
 
 from __future__ import annotations
@@ -140,11 +142,12 @@ def writer(
     run: RunConfig,
     sink: Callable[[str, pa.Schema], Any],
     schemas: dict[str, pa.Schema],
-    size: int,
+    size: int | None,
     stack: Any,
 ) -> Any:
-    """A stage's writer of outputs `schemas` (parts.Writer's `add` and `close`): in this
-    process, or on Ray by the workers (executors.ray.RayParts), for `held` results."""
+    """A stage's writer of outputs `schemas` (parts.Writer's `add` and `close`; `size` the
+    row groups', None for the pieces' own): in this process, or on Ray by the workers
+    (executors.ray.RayParts), for `held` results."""
     if run.executor == "ray":
         from pipeline.executors.ray import RayParts
 

@@ -333,16 +333,22 @@ def ray_held(
 
 
 def _write_part(
-    spec: tuple[Location | str, pa.Schema, dict[str, Any], int, int],
+    spec: tuple[Location | str, pa.Schema, dict[str, Any], int | None, int],
     pieces: list[tuple[str, int, int]],
     *tables: pa.Table,
 ) -> tuple[float, str, str]:
     """Part file `path` from the pieces' rows, in row groups cut where a local run cuts
     them (at every `size` rows of the whole output; this part's first row is `first`), each
-    one chunk (parts.Writer); the worker's CPU time, its node and the part's sha256."""
+    one chunk (parts.Writer); `size` None: each piece's rows as they came (parts.Writer
+    too). The worker's CPU time, its node and the part's sha256."""
     t0 = time.process_time()
     path, schema, opts, size, first = spec
     rows = [t.slice(start, n) for (_, start, n), t in zip(pieces, tables, strict=True)]
+    if size is None:
+        with PartWriter(path, schema, **opts) as w:
+            for piece in rows:
+                w.write_table(piece)
+        return time.process_time() - t0, _node(), w.sha256
     whole = pa.concat_tables(rows)
     with PartWriter(path, schema, **opts) as w:
         at = 0
@@ -365,7 +371,7 @@ class RayParts:
         run: RunConfig,
         sink: Callable[[str, pa.Schema], Any],
         schemas: dict[str, pa.Schema],
-        size: int,
+        size: int | None,
         stack: Any,
     ):
         self.ray = ensure_ray(run)

@@ -13,7 +13,8 @@ from rich.text import Text
 
 from pipeline.config import Config
 from pipeline.console import console
-from pipeline.executors import batches
+from pipeline.executors import batches, writer
+from pipeline.executors.contract import merge
 from pipeline.export.card import card, save_hf
 from pipeline.export.split import (
     assign_splits,
@@ -39,11 +40,12 @@ def _split_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[
     rows = cast(pl.DataFrame, pl.from_arrow(batch)).join(
         split_of, on="id", how="left", maintain_order="left"
     )
-    outs = {}
+    outs, counts = {}, {}
     for name in SPLITS:
         part = rows.filter(pl.col("split") == name).drop("split").to_arrow()
-        outs[name] = (_with_sft(part) if fmt == "sft" else part).cast(schema)
-    return outs, {}
+        outs[f"{name}.parquet"] = (_with_sft(part) if fmt == "sft" else part).cast(schema)
+        counts[name] = part.num_rows
+    return outs, counts
 
 
 def _with_sft(t: pa.Table) -> pa.Table:
@@ -85,14 +87,16 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         schema = schema.append(pa.field("prompt", pa.string()))
         schema = schema.append(pa.field("completion", pa.string()))
     counts: dict[str, Any] = dict.fromkeys(SPLITS, 0)
+    schemas = {f"{name}.parquet": schema for name in SPLITS}
     with ExitStack() as stack:
-        sinks = {name: stack.enter_context(io.sink(f"{name}.parquet", schema)) for name in SPLITS}
-        # rows are split on the configured executor (run.executor), batch by batch
+        # rows are split on the configured executor (run.executor), batch by batch; on Ray
+        # the workers write them too
+        out = writer(cfg.run, io.sink, schemas, None, stack)
         ctx = (split_of, schema, e.format)
-        for outs, _, _ in batches(cfg, src, _split_batch, ctx, BATCH):
-            for name in SPLITS:
-                sinks[name].write_table(outs[name])
-                counts[name] += outs[name].num_rows
+        for outs, c, _ in batches(cfg, src, _split_batch, ctx, BATCH, held=schemas):
+            out.add(outs)
+            merge(counts, c)
+        out.close()
     per_item = items.select("id", "source").join(split_of, on="id", how="left")
     counts["items_in"] = items.height
     counts["groups"] = n_groups
