@@ -93,6 +93,7 @@ class Span:
     groups: list[tuple[Location | str, int]]
     skip: int
     rows: int
+    first: int  # the output's row the span starts at
 
 
 def read_span(span: Span, size: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
@@ -201,7 +202,7 @@ class Parts:
             g0 = int(np.searchsorted(self._starts, s, side="right")) - 1
             g1 = int(np.searchsorted(self._starts, e, side="left"))
             groups = [(self.paths[i], rg) for i, rg in self._where[g0:g1]]
-            out.append(Span(groups, s - int(self._starts[g0]), e - s))
+            out.append(Span(groups, s - int(self._starts[g0]), e - s, s))
         return out
 
     def take(self, rows: np.ndarray | list[int], columns: list[str]) -> pa.Table:

@@ -89,16 +89,22 @@ def test_on_ray_the_workers_write_the_parts_and_their_cpu_is_counted(
         assert 0 < m["workers_cpu_s"] <= m["cpu_s"]
 
 
-def test_decontaminate_and_export_rows_are_written_by_the_workers(tmp_path, ray_local, monkeypatch):
-    """Decontaminate's kept and removed rows (a benchmark removes some) and export's split
-    files (sft, in many parts) never pass through the driver: with the driver's part writer
-    broken for those two stages, a Ray run writes the local run's bytes."""
+def test_decontaminate_shapes_and_export_rows_are_written_by_the_workers(
+    tmp_path, ray_local, monkeypatch
+):
+    """Decontaminate's kept and removed rows (a benchmark removes some), shapes' (a cap
+    removes some) and export's split files (sft, in many parts) never pass through the
+    driver: with the driver's part writer broken for them, a Ray run writes the local run's
+    bytes."""
     from pipeline.executors.ray import Held, RayParts
     from pipeline.parts import PartSink, read_output
 
     over = {
         "dedup.batch_size": 23,  # decontaminate's batches too
         "export.format": "sft",
+        "shapes.policy": "cap",
+        "shapes.scope": "corpus",
+        "shapes.cap_other": 1,
         "run.part_rows": 40,
         "run.root": str(tmp_path),
     }
@@ -109,8 +115,8 @@ def test_decontaminate_and_export_rows_are_written_by_the_workers(tmp_path, ray_
     over["decontaminate.against"] = [str(bench)]
     write, add = PartSink.write_table, RayParts.add
 
-    def not_here(self, *a, **k):  # shapes still writes its rows in the driver
-        assert self.dest.parent.name == "shapes", "the driver wrote rows of a part"
+    def not_here(self, *a, **k):  # shapes.parquet is still written by the driver
+        assert self.dest.name == "shapes.parquet", "the driver wrote rows of a part"
         write(self, *a, **k)
 
     def only_held(self, outs):  # rows the workers keep, never tables here
@@ -128,9 +134,9 @@ def test_decontaminate_and_export_rows_are_written_by_the_workers(tmp_path, ray_
                 m.setattr(PartSink, "write_table", not_here)
                 m.setattr(RayParts, "add", only_held)
             runs[executor] = p.run().path
-    removed = read_output(runs["ray"] / "decontaminate" / "removed.parquet")
-    assert removed.height >= 3
-    for stage, least in (("decontaminate", 4), ("export", 6)):
+    for stage in ("decontaminate", "shapes"):
+        assert read_output(runs["ray"] / stage / "removed.parquet").height >= 2, stage
+    for stage, least in (("decontaminate", 4), ("shapes", 5), ("export", 6)):
         files = sorted(
             p.relative_to(runs["local"])
             for p in (runs["local"] / stage).rglob("*.parquet")

@@ -25,9 +25,10 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
-from pipeline.executors.contract import BatchFn, PartFn, Result, TaskFn
+from pipeline.executors.contract import ROW, BatchFn, PartFn, Result, TaskFn
 from pipeline.parts import Parts, Writer, scan_output
 from pipeline.storage import Location
 
@@ -44,22 +45,26 @@ def batches(
     columns: list[str] | None = None,
     threads: int = 1,
     held: dict[str, pa.Schema] | None = None,
+    numbered: bool = False,
 ) -> Iterator[Result]:
     """fn over `size`-row batches of `src` (only `columns`), in input order, on the
     configured executor (run.executor). Locally, `threads` > 1 runs that many batches at
     once on threads: for steps whose kernels release the GIL (numba, polars), so one batch's
     work overlaps the next one's. `held`: outputs go only to `writer` (on Ray they stay
-    with the workers)."""
+    with the workers). `numbered`: each batch ends with a column ROW, its rows' positions
+    in `src` (for fn to look up what the driver decided per row)."""
     if cfg.run.executor == "ray":
         from pipeline.executors.ray import ray_batches
 
-        yield from ray_batches(cfg, src, fn, ctx, size, columns, held)
+        yield from ray_batches(cfg, src, fn, ctx, size, columns, held, numbered)
         return
 
     def done(res: tuple[dict[str, Any], dict[str, Any]], rows: int) -> Result:
         return {k: _local(v) for k, v in res[0].items()}, res[1], rows
 
     reader = Parts(src).iter_batches(size, columns)
+    if numbered:
+        reader = with_rows(reader, 0)
     if threads <= 1:
         for batch in reader:
             yield done(fn(batch, ctx), batch.num_rows)
@@ -71,6 +76,14 @@ def batches(
     with ThreadPoolExecutor(threads) as pool:  # at most `threads` batches held at a time
         for res, rows in in_order(pool, lambda b: b, work, reader, threads - 1):
             yield done(res, rows)
+
+
+def with_rows(reader: Iterable[pa.RecordBatch], first: int) -> Iterator[pa.RecordBatch]:
+    """Batches with a column ROW of their rows' positions, the first one's being `first`."""
+    at = first
+    for b in reader:
+        yield b.append_column(ROW, pa.array(np.arange(at, at + b.num_rows, dtype=np.int64)))
+        at += b.num_rows
 
 
 def in_order(

@@ -155,6 +155,7 @@ def ray_batches(
     size: int,
     columns: list[str] | None,
     held: dict[str, pa.Schema] | None = None,
+    numbered: bool = False,
 ) -> Iterator[Result]:
     """fn over the `size`-row batches a local run sees, on Ray, yielded in input order: one
     task per span of consecutive batches (Parts.spans), which its worker reads itself (only
@@ -164,7 +165,7 @@ def ray_batches(
     numbered wrong. With `held` (the outputs' schemas), outputs stay with the workers
     (`Held`, for RayParts)."""
     spans = Parts(src).spans(size)
-    job = (fn, ctx, columns, size)
+    job = (fn, ctx, columns, size, numbered)
     results = (
         ray_held(cfg.run, spans, _span_task, job, held)
         if held is not None
@@ -176,10 +177,13 @@ def ray_batches(
 
 
 def _span_task(
-    span: Span, ctx: tuple[BatchFn, Any, list[str] | None, int]
+    span: Span, ctx: tuple[BatchFn, Any, list[str] | None, int, bool]
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    fn, fctx, columns, size = ctx
-    for batch in read_span(span, size, columns):
+    from pipeline.executors import with_rows
+
+    fn, fctx, columns, size, numbered = ctx
+    reader = read_span(span, size, columns)
+    for batch in with_rows(reader, span.first) if numbered else reader:
         outs, counts = fn(batch, fctx)
         yield outs, {**counts, ROWS: batch.num_rows}
 

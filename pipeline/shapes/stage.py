@@ -8,8 +8,10 @@ together they can still blow up a training step, and split apart they leak. Grou
 
 Memory: the input is read a batch at a time, twice: first only the columns the shapes are
 computed from, each batch turned into compact rows (columns.key_frame: no item text is kept),
-then whole, streamed into kept and removed. Spread's reordered kept goes through temp files,
-one per range of batch_order, each sorted in memory on its own.
+then whole, streamed into kept and removed on the configured executor (on Ray the workers
+read and write those rows, given what analyse decided per row). Spread's reordered kept goes
+through temp files, one per range of batch_order, each sorted in memory on its own (in the
+driver).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from rich.table import Table
 from pipeline.config import SHAPE_SCOPES, Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
-from pipeline.executors import batches
+from pipeline.executors import batches, writer
+from pipeline.executors.contract import ROW
 from pipeline.jit import warm_items
 from pipeline.parts import Parts
 from pipeline.shapes.columns import key_frame
@@ -142,7 +145,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
     """kept (input order, or batch_order for spread), removed (input order), shapes; the input
-    is streamed a batch at a time."""
+    is streamed a batch at a time, on the configured executor (on Ray, read and written by
+    the workers)."""
     n = src.num_rows
     gone = np.zeros(n, dtype=bool)
     gone[res.removed["_row"].to_numpy()] = True
@@ -155,35 +159,52 @@ def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -
     for name, typ in REMOVED_EXTRA:
         rem_schema = rem_schema.append(pa.field(name, typ))
     spread = s.policy == "spread"
+    schemas = {"removed.parquet": rem_schema}
+    if not spread:  # spread writes kept in its own order (_write_spread)
+        schemas["kept.parquet"] = kept_schema
+    ctx = (gone, removed, notes, schemas)
     with ExitStack() as stack:
-        kept = None if spread else stack.enter_context(io.sink("kept.parquet", kept_schema))
-        rem = stack.enter_context(io.sink("removed.parquet", rem_schema))
-        at = done = 0
-        for batch in src.iter_batches(batch_size=BATCH):
-            t = pa.Table.from_batches([batch])
-            here = gone[at : at + t.num_rows]
-            if kept is not None:
-                if notes is not None:
-                    part = notes.slice(at, t.num_rows)
-                    for c in part.columns[1:]:
-                        t = t.append_column(c, part[c].to_arrow())
-                if here.any():
-                    t = t.take(pa.array(np.flatnonzero(~here), pa.int64()))
-                kept.write_table(t.cast(kept_schema))
-            out = pa.Table.from_batches([batch]).take(pa.array(np.flatnonzero(here), pa.int64()))
-            extra = removed.slice(done, out.num_rows)
-            out = out.append_column("reason", pa.array(["edit_shape"] * out.num_rows, pa.string()))
-            for name, typ in REMOVED_EXTRA[1:]:
-                out = out.append_column(name, extra[name].to_arrow().cast(typ))
-            rem.write_table(out.cast(rem_schema))
-            at, done = at + batch.num_rows, done + out.num_rows
-    del notes, removed, gone
+        out = writer(io.cfg.run, io.sink, schemas, None, stack)
+        for outs, _, _ in batches(
+            io.cfg, src.path, _kept_and_removed, ctx, BATCH, held=schemas, numbered=True
+        ):
+            out.add(outs)
+        out.close()
+    del notes, removed, gone, ctx
     if spread:
         assert res.batch_order is not None, "analyse sets batch_order under policy 'spread'"
         _write_spread(src, res.batch_order, io)
     with io.sink("shapes.parquet", SHAPES_SCHEMA) as w:
         for part in res.shape_parts():
             w.write_table(part.drop("_row").to_arrow().cast(SHAPES_SCHEMA))
+
+
+def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One numbered input batch -> its kept rows (with the annotations, unless spread) and
+    its removed rows with why (REMOVED_EXTRA), by what analyse decided per row."""
+    gone, removed, notes, schemas = ctx
+    t = pa.Table.from_batches([batch])
+    at = int(t[ROW][0].as_py()) if t.num_rows else 0
+    t = t.drop_columns([ROW])
+    here = gone[at : at + t.num_rows]
+    outs = {}
+    if "kept.parquet" in schemas:
+        k = t
+        if notes is not None:
+            part = notes.slice(at, t.num_rows)
+            for c in part.columns[1:]:
+                k = k.append_column(c, part[c].to_arrow())
+        if here.any():
+            k = k.take(pa.array(np.flatnonzero(~here), pa.int64()))
+        outs["kept.parquet"] = k.cast(schemas["kept.parquet"])
+    out = t.take(pa.array(np.flatnonzero(here), pa.int64()))
+    done = int(np.searchsorted(removed["_row"].to_numpy(), at))
+    extra = removed.slice(done, out.num_rows)
+    out = out.append_column("reason", pa.array(["edit_shape"] * out.num_rows, pa.string()))
+    for name, typ in REMOVED_EXTRA[1:]:
+        out = out.append_column(name, extra[name].to_arrow().cast(typ))
+    outs["removed.parquet"] = out.cast(schemas["removed.parquet"])
+    return outs, {}
 
 
 def _write_spread(src: Parts, order: np.ndarray, io: StageIO) -> None:
