@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import reorder
 from pipeline.config import DedupConfig
 from pipeline.dedup import find, pairs, scan, store, write
 from pipeline.dedup import index as ix
@@ -26,7 +27,7 @@ SMALL = {  # every loop over rows, pairs or bytes runs many times on a small cor
     (scan, "SUB_BATCH"): 7,
     (pairs, "VERIFY_CHUNK"): 5,
     (ix, "VERIFY_CHUNK"): 3,
-    (write, "READ_ROWS"): 11,
+    (reorder, "READ_ROWS"): 11,
     (store, "GAP"): 0,
 }
 

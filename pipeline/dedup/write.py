@@ -2,92 +2,59 @@
 whole input.
 
 Output order is (id, source, source_ref) order, not input order, so every output chunk
-needs rows from all over the input. Instead of holding the input, one pass over it scatters
-each row to the partition of its output slot (PART_ROWS consecutive slots per partition,
-Arrow IPC files in the working folder), then each partition is read, put in slot order and
-written: one Parquet row group per partition, as a whole-table write in chunks of PART_ROWS
-gives, and an index part per kept partition, a row group at a time (its signatures made
-again from the stored shingle sets). Memory: one input batch, or one partition.
+needs rows from all over the input. Each row gets its output slot, and the rows are put in
+slot order a range of PART_ROWS slots at a time (pipeline/reorder.py: scatter files locally,
+a shuffle of tasks on Ray): one Parquet row group per range, as a whole-table write in
+chunks of PART_ROWS gives, and an index part per kept range, a row group at a time (its
+signatures made again from the stored shingle sets). Memory: one input batch, or one range.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.ipc as ipc
 
 from pipeline.config import DedupConfig
 from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult
 from pipeline.dedup.store import Store, release
+from pipeline.executors import reordered, writer
 from pipeline.parts import Parts
+from pipeline.reorder import SLOT, scatter
 from pipeline.storage import Location
 
 PART_ROWS = ix.PART_ROWS  # output rows per chunk, per partition and per index part
-READ_ROWS = 1 << 16  # input rows per scatter batch
-IPC = ipc.IpcWriteOptions(compression="lz4")  # text shrinks 3x: less to write and read back
 
 
-class Partitions:
-    """The scatter files: partition k holds the input rows whose output slot s has
-    s // PART_ROWS == k (kept slots first, then removed ones), with a `_slot` column."""
-
-    def __init__(self, folder: Path, schema: pa.Schema) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.dir, self.input_schema = folder, schema
-        self.schema = schema.append(pa.field("_slot", pa.int64()))
-        self._w: dict[int, Any] = {}
-
-    def add(self, k: int, rows: pa.Table) -> None:
-        if k not in self._w:
-            self._w[k] = ipc.new_file(self.dir / f"{k:06d}.arrow", self.schema, options=IPC)
-        self._w[k].write_table(rows)
-
-    def close(self) -> None:
-        for w in self._w.values():
-            w.close()
-
-    def read(self, k: int) -> pa.Table:
-        """Partition k in slot order, without `_slot`; its file is removed."""
-        path = self.dir / f"{k:06d}.arrow"
-        with ipc.open_file(path) as f:
-            t = f.read_all()
-        path.unlink()  # read once: its disk space is freed as the outputs grow
-        order = np.argsort(t["_slot"].to_numpy(), kind="stable")
-        return t.drop_columns(["_slot"]).take(pa.array(order))
-
-
-def scatter(src: Location, res: DedupResult, folder: Path) -> Partitions:
-    """One pass over the input: every row to the partition of its output slot."""
-    pf = Parts(src)
-    n = pf.num_rows
+def slots(res: DedupResult, n: int) -> tuple[np.ndarray, int]:
+    """Each input row's output slot (kept rows first; the removed ones from the first range
+    after the kept ones), and how many ranges of PART_ROWS slots the kept rows fill."""
     nkept = len(res.kept_rows)
+    kparts = -(-nkept // PART_ROWS)
     slot = np.full(n, -1, dtype=np.int64)
     slot[res.kept_rows] = np.arange(nkept)
-    slot[res.removed["_row"].to_numpy()] = nkept + np.arange(res.removed.height)
+    slot[res.removed["_row"].to_numpy()] = kparts * PART_ROWS + np.arange(res.removed.height)
     if n and slot.min() < 0:
         raise AssertionError("dedup: a row is neither kept nor removed")
-    kparts = -(-nkept // PART_ROWS)
-    part = np.where(slot < nkept, slot // PART_ROWS, kparts + (slot - nkept) // PART_ROWS)
-    parts = Partitions(folder, pf.schema_arrow)
-    r0 = 0
-    try:
-        for batch in pf.iter_batches(READ_ROWS):
-            r1 = r0 + batch.num_rows
-            p = part[r0:r1]
-            t = pa.Table.from_batches([batch]).append_column("_slot", pa.array(slot[r0:r1]))
-            order = np.argsort(p, kind="stable")
-            for sel in np.split(order, np.flatnonzero(np.diff(p[order])) + 1):
-                parts.add(int(p[sel[0]]), t.take(pa.array(sel)))
-            r0 = r1
-    finally:
-        parts.close()
-    return parts
+    return slot, kparts
+
+
+def _rows_out(t: pa.Table, k: int, ctx: Any) -> dict[str, pa.Table]:
+    """A range of output slots in order -> its rows of kept, or of removed with why."""
+    kparts, size, removed, removed_extra = ctx  # (the size travels: workers import afresh)
+    t = t.drop_columns([SLOT])
+    if k < kparts:
+        return {"kept.parquet": t}
+    extra = removed.slice((k - kparts) * size, size)
+    for name, typ in removed_extra:
+        t = t.append_column(pa.field(name, typ), extra[name].to_arrow().cast(typ))
+    return {"removed.parquet": t}
 
 
 def write_rows(
@@ -101,11 +68,26 @@ def write_rows(
     index: bool = True,
 ) -> None:
     """kept.parquet, removed.parquet (+ removed_extra: keeper_id, j, kind) and, when `index`,
-    index/."""
+    index/. Without the index the rows are put in order on the configured executor (on Ray
+    by a shuffle of tasks, the workers writing the parts); the index's signatures come from
+    the store in this process, so with it the kept rows are put in order here."""
     release()
-    parts = scatter(src, res, folder)
-    schema = parts.input_schema
-    kparts = -(-len(res.kept_rows) // PART_ROWS)
+    pf = Parts(src)
+    schema = pf.schema_arrow
+    removed_schema = schema
+    for name, typ in removed_extra:
+        removed_schema = removed_schema.append(pa.field(name, typ))
+    slot, kparts = slots(res, pf.num_rows)
+    ctx = (kparts, PART_ROWS, res.removed, removed_extra)
+    if not index:
+        schemas = {"kept.parquet": schema, "removed.parquet": removed_schema}
+        with ExitStack() as stack:
+            out = writer(io.cfg.run, io.sink, schemas, None, stack)
+            for outs in reordered(io.cfg, src, slot, PART_ROWS, _rows_out, ctx, folder, schemas):
+                out.add(outs)
+            out.close()
+        return
+    parts = scatter(src, slot, PART_ROWS, folder)
     counts = store.counts()
     cols = [*ix.ITEM_COLUMNS, *d.fields]
 
@@ -121,7 +103,7 @@ def write_rows(
             dest.mkdir(parents=True)
             with ThreadPoolExecutor(1) as ex:  # kept rows compressed while the index is made
                 for k in range(kparts):
-                    t = parts.read(k)
+                    t = _rows_out(parts.read(k), k, ctx)["kept.parquet"]
                     kept = ex.submit(kept_w.write_table, t)
                     groups = index_groups(t, k * PART_ROWS)
                     ix.write_part(dest, k, ix.index_schema(d), groups, io.meta)
@@ -130,19 +112,7 @@ def write_rows(
                 empty = schema.empty_table()
                 ix.write_part(dest, 0, ix.index_schema(d), index_groups(empty, 0), io.meta)
 
-        if index:
-            io.write_tree("index", build)
-        else:  # no signatures made again: the kept rows as they are
-            for k in range(kparts):
-                kept_w.write_table(parts.read(k))
-
-    removed_schema = schema
-    for name, typ in removed_extra:
-        removed_schema = removed_schema.append(pa.field(name, typ))
+        io.write_tree("index", build)
     with io.sink("removed.parquet", removed_schema) as removed_w:
-        for k in range(-(-res.removed.height // PART_ROWS)):
-            t = parts.read(kparts + k)
-            extra = res.removed.slice(k * PART_ROWS, PART_ROWS)
-            for name, typ in removed_extra:
-                t = t.append_column(pa.field(name, typ), extra[name].to_arrow().cast(typ))
-            removed_w.write_table(t)
+        for k in range(kparts, kparts + -(-res.removed.height // PART_ROWS)):
+            removed_w.write_table(_rows_out(parts.read(k), k, ctx)["removed.parquet"])

@@ -23,13 +23,15 @@ import sys
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.executors.contract import ROW, BatchFn, PartFn, Result, TaskFn
+from pipeline.executors.contract import ROW, BatchFn, PartFn, RangeFn, Result, TaskFn
 from pipeline.parts import Parts, Writer, scan_output
+from pipeline.reorder import ranges, scatter
 from pipeline.storage import Location
 
 if TYPE_CHECKING:
@@ -143,6 +145,31 @@ def partitioned(
 
         return ray_partitioned(cfg.run, src, key, columns, fn, ctx)
     return [fn(scan_output(src).select(columns), ctx)]
+
+
+def reordered(
+    cfg: Config,
+    src: Location,
+    slots: np.ndarray,
+    size: int,
+    fn: RangeFn,
+    ctx: Any,
+    folder: Path,
+    schemas: dict[str, pa.Schema],
+) -> Iterator[dict[str, Any]]:
+    """fn(rows, k, ctx) -> {output name: table} for each range k of `size` consecutive
+    slots that holds rows, in order: `rows` are the rows of `src` whose slot (`slots`, one
+    per row) falls in the range, in slot order, with their slot (reorder.SLOT). Locally
+    through scatter files in `folder` (pipeline/reorder.py); on Ray a shuffle of tasks whose
+    outputs (`schemas`) stay with the workers, for `writer`."""
+    if cfg.run.executor == "ray":
+        from pipeline.executors.ray import ray_reordered
+
+        yield from ray_reordered(cfg.run, src, slots, size, fn, ctx, schemas)
+        return
+    parts = scatter(src, slots, size, folder)
+    for k in ranges(slots, size):
+        yield fn(parts.read(int(k)), int(k), ctx)
 
 
 def _local(b: Any) -> Any:

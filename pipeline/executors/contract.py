@@ -23,6 +23,8 @@ TaskFn = Callable[[Any, Any], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
 # fn(rows, ctx) -> a result: over a lazy frame of rows holding every row that shares a key
 # with any of them (partitioned: the whole output, or one hash partition of it)
 PartFn = Callable[[pl.LazyFrame, Any], Any]
+# fn(rows, k, ctx) -> {output name: table}: the rows of range k of target slots, in slot order
+RangeFn = Callable[[pa.Table, int, Any], dict[str, pa.Table]]
 
 
 def merge(total: dict[Any, Any], part: dict[Any, Any]) -> None:

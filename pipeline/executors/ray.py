@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from pipeline import storage
 from pipeline.errors import EnvError
-from pipeline.executors.contract import BatchFn, PartFn, Result, TaskFn
+from pipeline.executors.contract import BatchFn, PartFn, RangeFn, Result, TaskFn
 from pipeline.parts import (
     Parts,
     PartSink,
@@ -42,6 +42,7 @@ from pipeline.parts import (
     read_span,
     scan_output,
 )
+from pipeline.reorder import SLOT, in_slot_order, ranges
 from pipeline.storage import Location
 
 if TYPE_CHECKING:
@@ -482,20 +483,12 @@ def ray_partitioned(
     parts = Parts(src)
     if parts.num_rows <= ROWS_PER_CUT:  # one partition's worth: held here, as a task would
         return [fn(scan_output(src).select(columns), ctx)]
-    reads: list[list[tuple[Location | str, int]]] = []
-    rows = 0
-    for path, g, n in parts.row_groups():
-        if not reads or rows + n > ROWS_PER_READ:
-            reads.append([])
-            rows = 0
-        reads[-1].append((path, g))
-        rows += n
     ray = ensure_ray(run)
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     cuts = max(cpus, -(-parts.num_rows // ROWS_PER_CUT))
     cut = spread(ray, _cut, num_returns=cuts + 1)
     gather = spread(ray, _gather, num_returns=2)
-    pieces = [cut.remote(r, columns, key, cuts) for r in reads]
+    pieces = [cut.remote(r, columns, key, cuts) for r, _ in _reads(parts)]
     for p in pieces:  # the cutting tasks' CPU and node
         _count(_get(ray, p[-1]))
     outs = [gather.remote(fn, ctx, *[p[k] for p in pieces]) for k in range(cuts)]
@@ -505,6 +498,109 @@ def ray_partitioned(
         results.append(_get(ray, res))
         _count(_get(ray, spent))
     return results
+
+
+def _reads(parts: Parts) -> list[tuple[list[tuple[Location | str, int]], int]]:
+    """The output's row groups in runs of about ROWS_PER_READ rows, each with its first row."""
+    reads: list[tuple[list[tuple[Location | str, int]], int]] = []
+    rows = at = 0
+    for path, g, n in parts.row_groups():
+        if not reads or rows + n > ROWS_PER_READ:
+            reads.append(([], at))
+            rows = 0
+        reads[-1][0].append((path, g))
+        rows += n
+        at += n
+    return reads
+
+
+def ray_reordered(
+    run: RunConfig,
+    src: Location,
+    slots: np.ndarray,
+    size: int,
+    fn: RangeFn,
+    ctx: Any,
+    schemas: dict[str, pa.Schema],
+) -> Iterator[dict[str, Held]]:
+    """executors.reordered on Ray: a shuffle of plain tasks, as ray_partitioned's, cut by
+    slot range instead of a hash. A task per run of row groups reads them whole and cuts
+    the rows, with their slots, by range (`_cut_ranges`); a task per range joins its pieces,
+    sorts them (reorder.in_slot_order, as locally) and runs fn (`_gather_range`). fn's
+    outputs, cast to their schemas, stay in the object store as `Held` rows for RayParts:
+    the rows never pass through the driver, which holds the slots (put once) and the refs.
+    Ranges are gathered in order, two per CPU ahead of the one being written."""
+    ks = ranges(slots, size)
+    if not len(ks):
+        return
+    ray = ensure_ray(run)
+    names = list(schemas)
+    cut = spread(ray, _cut_ranges, num_returns=len(ks) + 1)
+    gather = spread(ray, _gather_range, num_returns=len(names) + 1)
+    shared_slots, shared_ctx = ray.put(slots), ray.put(ctx)
+    pieces = [cut.remote(g, first, shared_slots, ks, size) for g, first in _reads(Parts(src))]
+    for p in pieces:  # the cutting tasks' CPU and node
+        _count(_get(ray, p[-1]))
+
+    def submit(i: int) -> Any:
+        mine = [p[i] for p in pieces]
+        for p in pieces:
+            p[i] = None  # freed once its range is gathered
+        return gather.remote(fn, shared_ctx, int(ks[i]), schemas, *mine)
+
+    pending = deque(submit(i) for i in range(min(_window(ray), len(ks))))
+    nxt = len(pending)
+    while pending:
+        refs = pending.popleft()
+        meta = _get(ray, refs[0])
+        _count(meta)
+        yield {
+            n: Held(refs[j + 1], n, 0, meta["rows"][n])
+            for j, n in enumerate(names)
+            if meta["rows"][n]
+        }
+        if nxt < len(ks):
+            pending.append(submit(nxt))
+            nxt += 1
+
+
+def _cut_ranges(
+    groups: list[tuple[Location | str, int]],
+    first: int,
+    slots: np.ndarray,
+    ks: np.ndarray,
+    size: int,
+) -> list[Any]:
+    """Row groups read whole, each row given its slot (rows from `first` on), cut into one
+    table per range of `ks`, rows in order; last, the task's CPU time and node."""
+    t0 = time.process_time()
+    opened: dict[str, Any] = {}
+    tables = []
+    for path, rg in groups:
+        f = opened.get(str(path)) or opened.setdefault(str(path), open_parquet(path))
+        tables.append(f.read_row_group(rg))
+    t = pa.concat_tables(tables)
+    mine = slots[first : first + t.num_rows]
+    t = t.append_column(SLOT, pa.array(mine))
+    which = np.searchsorted(ks, mine // size)
+    order = np.argsort(which, kind="stable")
+    at = np.searchsorted(which[order], np.arange(len(ks) + 1))
+    out: list[Any] = [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(len(ks))]
+    return [*out, {"cpu_s": time.process_time() - t0, "node": _node()}]
+
+
+def _gather_range(
+    fn: RangeFn, ctx: Any, k: int, schemas: dict[str, pa.Schema], *pieces: pa.Table
+) -> list[Any]:
+    """Range k's pieces joined and sorted by slot, fn's outputs on them cast to their
+    schemas: first the rows of each and the task's CPU time and node, then each output's
+    table (None where fn gave none), in `schemas` order."""
+    t0 = time.process_time()
+    outs = fn(in_slot_order(pa.concat_tables(pieces)), k, ctx)
+    tables = {n: as_table(b).cast(schemas[n]) for n, b in outs.items()}
+    rows = {n: tables[n].num_rows if n in tables else 0 for n in schemas}
+    meta = {"rows": rows, "cpu_s": time.process_time() - t0, "node": _node()}
+    return [meta, *[tables.get(n) for n in schemas]]
 
 
 def _count(spent: dict[str, Any]) -> None:

@@ -9,9 +9,8 @@ together they can still blow up a training step, and split apart they leak. Grou
 Memory: the input is read a batch at a time, twice: first only the columns the shapes are
 computed from, each batch turned into compact rows (columns.key_frame: no item text is kept),
 then whole, streamed into kept and removed on the configured executor (on Ray the workers
-read and write those rows, given what analyse decided per row). Spread's reordered kept goes
-through temp files, one per range of batch_order, each sorted in memory on its own (in the
-driver).
+read and write those rows, given what analyse decided per row). Spread's kept is put in
+batch_order a range of positions at a time (pipeline/reorder.py), on the executor too.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from rich.table import Table
 from pipeline.config import SHAPE_SCOPES, Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
-from pipeline.executors import batches, writer
+from pipeline.executors import batches, reordered, writer
 from pipeline.executors.contract import ROW
 from pipeline.jit import warm_items
 from pipeline.parts import Parts
@@ -208,29 +207,22 @@ def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], 
 
 
 def _write_spread(src: Parts, order: np.ndarray, io: StageIO) -> None:
-    """kept in batch_order, the input streamed once: rows go to temp files by position
-    bucket, then each bucket is sorted in memory and written (memory: one bucket)."""
+    """kept in batch_order: the rows put in that order a range of SPREAD_BUCKET positions at
+    a time (pipeline/reorder.py; on Ray by a shuffle of tasks, the workers writing them)."""
     # described for the dataset card in schema.COLUMN_DOCS
-    schema = src.schema_arrow.append(pa.field("batch_order", pa.int64()))
-    buckets = max(1, -(-len(order) // SPREAD_BUCKET))
-    opts = pa.ipc.IpcWriteOptions(compression="lz4")
-    with io.scratch("spread") as work:
-        paths = [work / f"{b}.arrow" for b in range(buckets)]
-        with ExitStack() as stack:
-            out = [stack.enter_context(pa.ipc.new_file(p, schema, options=opts)) for p in paths]
-            at = 0
-            for batch in src.iter_batches(batch_size=BATCH):
-                pos = order[at : at + batch.num_rows]
-                t = pa.Table.from_batches([batch]).append_column("batch_order", pa.array(pos))
-                which = pos // SPREAD_BUCKET
-                for b in np.unique(which):
-                    out[b].write_table(t.take(pa.array(np.flatnonzero(which == b))))
-                at += batch.num_rows
-        with io.sink("kept.parquet", schema) as kept:
-            for p in paths:
-                t = pa.ipc.open_file(p).read_all()
-                kept.write_table(t.take(pa.array(np.argsort(t["batch_order"].to_numpy()))))
-                p.unlink()
+    schemas = {"kept.parquet": src.schema_arrow.append(pa.field("batch_order", pa.int64()))}
+    with io.scratch("spread") as work, ExitStack() as stack:
+        out = writer(io.cfg.run, io.sink, schemas, None, stack)
+        for outs in reordered(
+            io.cfg, src.path, order, SPREAD_BUCKET, _in_batch_order, None, work, schemas
+        ):
+            out.add(outs)
+        out.close()
+
+
+def _in_batch_order(t: pa.Table, k: int, ctx: Any) -> dict[str, pa.Table]:
+    """A range of batch positions in order: its rows, their position as batch_order."""
+    return {"kept.parquet": t.rename_columns([*t.column_names[:-1], "batch_order"])}
 
 
 def print_summary(m: dict[str, Any] | None) -> None:
