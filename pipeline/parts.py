@@ -35,6 +35,7 @@ from pipeline.storage import Location
 
 PART_ROWS = 1 << 18  # rows per part: a few row groups of any stage's batch size
 PART_GLOB = "part-*.parquet"
+ROW = "_row"  # a numbered batch's last column: each row's position in the output (with_rows)
 
 
 def part_name(k: int) -> str:
@@ -117,6 +118,14 @@ def read_span(span: Span, size: int, columns: list[str] | None = None) -> Iterat
                     return
 
     yield from exact_batches(rows(), size)
+
+
+def with_rows(reader: Iterable[pa.RecordBatch], first: int) -> Iterator[pa.RecordBatch]:
+    """Batches with a column ROW of their rows' positions, the first one's being `first`."""
+    at = first
+    for b in reader:
+        yield b.append_column(ROW, pa.array(np.arange(at, at + b.num_rows, dtype=np.int64)))
+        at += b.num_rows
 
 
 def exact_batches(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.executors.contract import ROW, BatchFn, PartFn, RangeFn, Result, TaskFn
-from pipeline.parts import Parts, Writer, scan_output
+from pipeline.executors.contract import BatchFn, PartFn, RangeFn, Result, TaskFn
+from pipeline.parts import Parts, Writer, scan_output, with_rows
 from pipeline.reorder import ranges, scatter
 from pipeline.storage import Location
 
@@ -78,14 +78,6 @@ def batches(
     with ThreadPoolExecutor(threads) as pool:  # at most `threads` batches held at a time
         for res, rows in in_order(pool, lambda b: b, work, reader, threads - 1):
             yield done(res, rows)
-
-
-def with_rows(reader: Iterable[pa.RecordBatch], first: int) -> Iterator[pa.RecordBatch]:
-    """Batches with a column ROW of their rows' positions, the first one's being `first`."""
-    at = first
-    for b in reader:
-        yield b.append_column(ROW, pa.array(np.arange(at, at + b.num_rows, dtype=np.int64)))
-        at += b.num_rows
 
 
 def in_order(

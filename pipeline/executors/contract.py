@@ -12,8 +12,6 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-# a batch's last column when batches are asked `numbered`: each row's position in the input
-ROW = "_row"
 # fn(batch, ctx) -> ({output name: table}, {count: number}); pure, so any worker can run it
 BatchFn = Callable[[pa.RecordBatch, Any], tuple[dict[str, Any], dict[str, Any]]]
 # outputs (Arrow tables; a polars frame a step returned stays one locally), counts, rows in

@@ -41,6 +41,7 @@ from pipeline.parts import (
     part_name,
     read_span,
     scan_output,
+    with_rows,
 )
 from pipeline.reorder import SLOT, in_slot_order, ranges
 from pipeline.storage import Location
@@ -180,8 +181,6 @@ def ray_batches(
 def _span_task(
     span: Span, ctx: tuple[BatchFn, Any, list[str] | None, int, bool]
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    from pipeline.executors import with_rows
-
     fn, fctx, columns, size, numbered = ctx
     reader = read_span(span, size, columns)
     for batch in with_rows(reader, span.first) if numbered else reader:

@@ -28,9 +28,8 @@ from pipeline.config import SHAPE_SCOPES, Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
 from pipeline.executors import batches, reordered, writer
-from pipeline.executors.contract import ROW
 from pipeline.jit import warm_items
-from pipeline.parts import Parts
+from pipeline.parts import ROW, Parts
 from pipeline.shapes.columns import key_frame
 from pipeline.shapes.group import ShapesResult, analyse
 
