@@ -66,18 +66,18 @@ print(json.dumps({"attempts": attempts}))
 """
 
 
-def _on_cluster(bucket, tmp_path: Path, **args) -> tuple[Path, Location]:
+def _on_cluster(bucket, tmp_path: Path, until: str = "filter", **args) -> tuple[Path, Location]:
     """The pieces inputs run locally from files, and on the two-node cluster from the S3
-    server to a run folder there (`args`: more for the child, as kill_after): the two run
-    folders. The child's folder (its base_dir) must stay empty."""
+    server to a run folder there, up to stage `until` (`args`: more for the child, as
+    kill_after): the two run folders. The child's folder (its base_dir) must stay empty."""
     folder, url, options = _staged(bucket, tmp_path)
-    local = _ingest(_pieces_config(str(folder)), tmp_path / "local", until="filter")
+    local = _ingest(_pieces_config(str(folder)), tmp_path / "local", until=until)
     (tmp_path / "cluster").mkdir()
     config = _pieces_config(url, options)
     runs = url.rsplit("/", 1)[0] + "/runs"
     config["run"]["root"] = runs
     config["filter"] = {"batch_size": 16}  # several spans: tasks at once, on both nodes
-    child = {"config": config, "base": str(tmp_path / "cluster"), "until": "filter", **args}
+    child = {"config": config, "base": str(tmp_path / "cluster"), "until": until, **args}
     res = subprocess.run(
         [sys.executable, "-c", CLUSTER_RUN],
         input=json.dumps(child),
@@ -92,9 +92,11 @@ def _on_cluster(bucket, tmp_path: Path, **args) -> tuple[Path, Location]:
 
 
 def test_a_two_node_cluster_reads_objects_and_writes_the_local_runs_outputs(bucket, tmp_path):
-    local, cluster = _on_cluster(bucket, tmp_path)
+    """Every stage, from ingest to export: the outputs are the local run's, tables equal, and
+    each stage's rows of items were read and written by tasks on both nodes."""
+    local, cluster = _on_cluster(bucket, tmp_path, until="export")
     _same(local, cluster)
-    for stage in ("ingest", "filter"):
+    for stage in ("ingest", "filter", "dedup", "decontaminate", "shapes", "export"):
         m = read_manifest(cluster / stage)
         assert m is not None
         assert len(m["ray_nodes"]) == 2, m["ray_nodes"]  # tasks on both nodes
