@@ -61,9 +61,10 @@ def cutoff(after: str) -> datetime:
 # ------------------------------------------------------------------------ pure part
 
 
-def component_col(clusters: pl.DataFrame) -> str:
-    """Dedup's connected component (runs before stars had none: the cluster)."""
-    return "component_id" if "component_id" in clusters.columns else "cluster_id"
+def component_col(columns: Sequence[str]) -> str:
+    """Dedup's connected component among clusters.parquet's `columns` (runs before stars
+    had none: the cluster)."""
+    return "component_id" if "component_id" in columns else "cluster_id"
 
 
 def groupings(
@@ -72,7 +73,7 @@ def groupings(
     """(name, id/key frame) of every relation that must not cross a split (keys in their
     own type: 10M integers cast to text would be a copy of every id's size)."""
     out = [("id", items.select("id", pl.col("id").alias("key")))]
-    comp = component_col(clusters)
+    comp = component_col(clusters.columns)
     out.append(("dedup component", clusters.select("id", pl.col(comp).alias("key"))))
     scopes = [e.scope] if e.scope not in ("none", EDIT_SCOPE) else []
     for scope in [*scopes, EDIT_SCOPE]:

@@ -67,7 +67,11 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     kept, shape_rows, cluster_rows = io.stage.reads  # as PIPELINE declares them
     src = io.input(kept)
     items = read_output(src, KEYS)
-    clusters = read_output(io.input(cluster_rows))
+    # of dedup's clusters only the ids and their component: its other columns (keeper ids,
+    # exact twins' ids) are text as large as the ids
+    cpath = io.input(cluster_rows)
+    component = component_col(read_schema(cpath).names)
+    clusters = read_output(cpath, ["id", component])
     # only shape groups of two or more bind items (shapes.parquet has a row per item and scope)
     shapes = (
         scan_output(io.input(shape_rows))
@@ -79,7 +83,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     cross = leakage(assigned, items, clusters, shapes, e)
     # split names as codes; the group frames are done with (10M rows each at scale)
     split_of = assigned.select("id", pl.col("split").cast(pl.Enum(list(SPLITS))), "export_group")
-    n_groups, component = assigned["export_group"].n_unique(), component_col(clusters)
+    n_groups = assigned["export_group"].n_unique()
     del assigned, clusters, shapes
     # the exported columns: each described in schema.COLUMN_DOCS (the card's Fields table)
     schema = read_schema(src).append(pa.field("export_group", pa.int64()))

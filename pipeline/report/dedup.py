@@ -203,7 +203,8 @@ def dedup(run_dir: Location, manifest: dict, out: Location) -> dict[str, Any]:
         ]
     )
     byid = {r["id"]: r for r in pool.collect().unique("id").iter_rows(named=True)}
-    cluster_of = dict(zip(clusters["id"].to_list(), clusters["cluster_id"].to_list(), strict=True))
+    shown = clusters.filter(pl.col("id").is_in(list(wanted)))  # the pairs' items only
+    cluster_of = dict(zip(shown["id"].to_list(), shown["cluster_id"].to_list(), strict=True))
     has_comp = "component_id" in clusters.columns
     sizes = clusters.group_by("cluster_id").agg(pl.col("size").first()).sort("cluster_id")
     sizes = sizes.filter(pl.col("size") > 1)  # a keeper alone in its star removes nothing
