@@ -106,10 +106,15 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
     which reorders kept; export's sft split files) never pass through the driver: with the
     driver's part writer broken for them, a Ray run writes the local run's bytes."""
     from pipeline.dedup import write as dedup_write
+    from pipeline.executors import ray as on_ray
     from pipeline.executors.ray import Held, RayParts
     from pipeline.parts import PartSink, read_output
+    from pipeline.shapes import stage as shapes_stage
 
+    # (read in the driver only, so patched here they hold for the workers' tasks too)
     monkeypatch.setattr(dedup_write, "PART_ROWS", 8)  # dedup's rows in many ranges
+    monkeypatch.setattr(on_ray, "ROWS_PER_READ", 50)  # many cutting tasks: ranges in pieces
+    monkeypatch.setattr(shapes_stage, "BATCH", 16)  # shapes' rows in many spans
     over = {
         "dedup.batch_size": 23,  # decontaminate's batches too
         "export.format": "sft",

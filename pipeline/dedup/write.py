@@ -4,9 +4,10 @@ whole input.
 Output order is (id, source, source_ref) order, not input order, so every output chunk
 needs rows from all over the input. Each row gets its output slot, and the rows are put in
 slot order a range of PART_ROWS slots at a time (pipeline/reorder.py: scatter files locally,
-a shuffle of tasks on Ray): one Parquet row group per range, as a whole-table write in
-chunks of PART_ROWS gives, and an index part per kept range, a row group at a time (its
-signatures made again from the stored shingle sets). Memory: one input batch, or one range.
+a shuffle of tasks on Ray): each range written as one piece (one Parquet row group, or two
+where it straddles a part boundary), and an index part per kept range, a row group at a
+time (its signatures made again from the stored shingle sets). Memory: one input batch, or
+one range.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def write_rows(
     """kept.parquet, removed.parquet (+ removed_extra: keeper_id, j, kind) and, when `index`,
     index/. Without the index the rows are put in order on the configured executor (on Ray
     by a shuffle of tasks, the workers writing the parts); the index's signatures come from
-    the store in this process, so with it the kept rows are put in order here."""
+    the store in this process, so with it the kept and removed rows are put in order and
+    written here."""
     release()
     pf = Parts(src)
     schema = pf.schema_arrow

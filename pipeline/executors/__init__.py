@@ -12,9 +12,10 @@ batches too: Parts.spans). Asked with `held` (the outputs' schemas), `batches` a
 on Ray leave the outputs with the workers, and `writer`'s parts are written by workers:
 nothing a stage writes passes through the driver. Whole-stage steps call `batches` for their
 own per-item work and do the rest in the driver; those whose rows are made a batch at a time
-(decontaminate's matching, export's split files) write them through `writer` too, with the
-pieces as they came (`size` None). What the executors are handed and give back is in
-contract.py.
+(decontaminate's matching, shapes' kept and removed, export's split files) write them
+through `writer` too, with the pieces as they came (`size` None), and `reordered` puts rows
+in another order than the input's a range of target slots at a time (dedup's outputs,
+spread's kept). What the executors are handed and give back is in contract.py.
 """
 
 from __future__ import annotations

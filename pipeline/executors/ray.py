@@ -9,8 +9,10 @@ writes (a map stage's, ingest's) never pass through the driver: each task (`_pro
 yields only counts and row counts to read, its tables left in Ray's object store (`Held`);
 `RayParts`, the stage's writer, cuts the rows into the output's parts and has a worker write
 each part (`_write_part`) in the row groups a local run writes, so the files are
-byte-identical. Results a stage uses itself (`batches` for dedup's, decontaminate's, shapes'
-and export's per-item work) come to the driver as Arrow tables (`_results`). A stage's
+byte-identical. Whole-stage steps write their rows the same way (decontaminate's, shapes',
+export's), and rows put in another order go through a shuffle of tasks (`ray_reordered`:
+dedup's, spread's). Results a stage uses itself (`batches` for dedup's per-item work and
+shapes' keys) come to the driver as Arrow tables (`_results`). A stage's
 manifest counts Ray's CPU time with the driver's (`worker_cpu_s`: a local instance's
 processes as the OS counts them; on a cluster, what each task reports its worker spent on
 it).
@@ -190,8 +192,7 @@ def _span_task(
 
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
     """What fn yields for each task, task after task, each result's outputs as Arrow tables
-    (for work whose results the stage uses itself: dedup's, decontaminate's, shapes' and
-    export's per-item work)."""
+    (for work whose results the stage uses itself: dedup's per-item work, shapes' keys)."""
     for got, _ in _read(run, _results, todo, (fn, ctx)):
         outs, counts = got
         del got  # the object freed: what the stage keeps is its own copy
