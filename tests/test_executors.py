@@ -112,7 +112,7 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
     from pipeline.shapes import stage as shapes_stage
 
     # (read in the driver only, so patched here they hold for the workers' tasks too)
-    monkeypatch.setattr(dedup_write, "PART_ROWS", 8)  # dedup's rows in many ranges
+    monkeypatch.setattr(dedup_write, "PART_ROWS", 8)  # dedup's rows in many ranges, grouped
     monkeypatch.setattr(on_ray, "ROWS_PER_READ", 50)  # many cutting tasks: ranges in pieces
     monkeypatch.setattr(shapes_stage, "BATCH", 16)  # shapes' rows in many spans
     over = {

@@ -524,42 +524,53 @@ def ray_reordered(
     schemas: dict[str, pa.Schema],
 ) -> Iterator[dict[str, Held]]:
     """executors.reordered on Ray: a shuffle of plain tasks, as ray_partitioned's, cut by
-    slot range instead of a hash. A task per run of row groups reads them whole and cuts
-    the rows, with their slots, by range (`_cut_ranges`); a task per range joins its pieces,
-    sorts them (reorder.in_slot_order, as locally) and runs fn (`_gather_range`). fn's
-    outputs, cast to their schemas, stay in the object store as `Held` rows for RayParts:
-    the rows never pass through the driver, which holds the slots (put once) and the refs.
-    Ranges are gathered in order, two per CPU ahead of the one being written."""
+    slot range instead of a hash. The ranges are dealt in order into as many groups as
+    ray_partitioned has partitions (one per ROWS_PER_CUT rows, at least one per CPU), so a
+    read's piece for a group is not a few rows whatever the number of ranges. A task per
+    run of row groups reads them whole and cuts the rows, with their slots, by group
+    (`_cut_ranges`); a task per group joins its pieces, sorts them (reorder.in_slot_order,
+    as locally) and runs fn on each of its ranges (`_gather_ranges`). fn's outputs, cast to
+    their schemas, stay in the object store as `Held` rows for RayParts: the rows never pass
+    through the driver, which holds the slots (put once) and the refs. Groups are gathered
+    in order, two per CPU ahead of the one being written."""
     ks = ranges(slots, size)
     if not len(ks):
         return
     ray = ensure_ray(run)
     names = list(schemas)
-    cut = spread(ray, _cut_ranges, num_returns=len(ks) + 1)
-    gather = spread(ray, _gather_range, num_returns=len(names) + 1)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    groups = min(len(ks), max(cpus, -(-len(slots) // ROWS_PER_CUT)))
+    bounds = np.linspace(0, len(ks), groups + 1).astype(np.int64)  # group g: ks[b[g]:b[g+1]]
+    group_of = np.repeat(np.arange(groups), np.diff(bounds))  # per range
+    cut = spread(ray, _cut_ranges, num_returns=groups + 1)
+    gather = spread(ray, _gather_ranges)
     shared_slots, shared_ctx = ray.put(slots), ray.put(ctx)
-    pieces = [cut.remote(g, first, shared_slots, ks, size) for g, first in _reads(Parts(src))]
+    reads = _reads(Parts(src))
+    pieces = [cut.remote(g, first, shared_slots, ks, size, group_of) for g, first in reads]
     for p in pieces:  # the cutting tasks' CPU and node
         _count(_get(ray, p[-1]))
 
-    def submit(i: int) -> Any:
-        mine = [p[i] for p in pieces]
+    def submit(g: int) -> Any:
+        mine = [p[g] for p in pieces]
         for p in pieces:
-            p[i] = None  # freed once its range is gathered
-        return gather.remote(fn, shared_ctx, int(ks[i]), schemas, *mine)
+            p[g] = None  # freed once its group is gathered
+        todo = [int(k) for k in ks[bounds[g] : bounds[g + 1]]]
+        task = gather.options(num_returns=1 + len(todo) * len(names))
+        return todo, task.remote(fn, shared_ctx, todo, size, schemas, *mine)
 
-    pending = deque(submit(i) for i in range(min(_window(ray), len(ks))))
+    pending = deque(submit(g) for g in range(min(_window(ray), groups)))
     nxt = len(pending)
     while pending:
-        refs = pending.popleft()
+        todo, refs = pending.popleft()
         meta = _get(ray, refs[0])
         _count(meta)
-        yield {
-            n: Held(refs[j + 1], n, 0, meta["rows"][n])
-            for j, n in enumerate(names)
-            if meta["rows"][n]
-        }
-        if nxt < len(ks):
+        for i, rows in enumerate(meta["rows"]):  # per range, per output
+            yield {
+                n: Held(refs[1 + i * len(names) + j], n, 0, rows[n])
+                for j, n in enumerate(names)
+                if rows[n]
+            }
+        if nxt < groups:
             pending.append(submit(nxt))
             nxt += 1
 
@@ -570,9 +581,11 @@ def _cut_ranges(
     slots: np.ndarray,
     ks: np.ndarray,
     size: int,
+    group_of: np.ndarray,
 ) -> list[Any]:
     """Row groups read whole, each row given its slot (rows from `first` on), cut into one
-    table per range of `ks`, rows in order; last, the task's CPU time and node."""
+    table per group of ranges (`group_of`: each range's of `ks`), rows in order; last, the
+    task's CPU time and node."""
     t0 = time.process_time()
     opened: dict[str, Any] = {}
     tables = []
@@ -582,25 +595,37 @@ def _cut_ranges(
     t = pa.concat_tables(tables)
     mine = slots[first : first + t.num_rows]
     t = t.append_column(SLOT, pa.array(mine))
-    which = np.searchsorted(ks, mine // size)
+    which = group_of[np.searchsorted(ks, mine // size)]
     order = np.argsort(which, kind="stable")
-    at = np.searchsorted(which[order], np.arange(len(ks) + 1))
-    out: list[Any] = [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(len(ks))]
+    n = int(group_of[-1]) + 1
+    at = np.searchsorted(which[order], np.arange(n + 1))
+    out: list[Any] = [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(n)]
     return [*out, {"cpu_s": time.process_time() - t0, "node": _node()}]
 
 
-def _gather_range(
-    fn: RangeFn, ctx: Any, k: int, schemas: dict[str, pa.Schema], *pieces: pa.Table
+def _gather_ranges(
+    fn: RangeFn,
+    ctx: Any,
+    todo: list[int],
+    size: int,
+    schemas: dict[str, pa.Schema],
+    *pieces: pa.Table,
 ) -> list[Any]:
-    """Range k's pieces joined and sorted by slot, fn's outputs on them cast to their
-    schemas: first the rows of each and the task's CPU time and node, then each output's
-    table (None where fn gave none), in `schemas` order."""
+    """A group's pieces joined and sorted by slot, and fn run on each of its ranges `todo`
+    (a slice each, one chunk per column as locally), outputs cast to their schemas: first
+    the rows of each output per range and the task's CPU time and node, then per range each
+    output's table (None where fn gave none), in `schemas` order."""
     t0 = time.process_time()
-    outs = fn(in_slot_order(pa.concat_tables(pieces)), k, ctx)
-    tables = {n: as_table(b).cast(schemas[n]) for n, b in outs.items()}
-    rows = {n: tables[n].num_rows if n in tables else 0 for n in schemas}
-    meta = {"rows": rows, "cpu_s": time.process_time() - t0, "node": _node()}
-    return [meta, *[tables.get(n) for n in schemas]]
+    rows = in_slot_order(pa.concat_tables(pieces))
+    at = np.searchsorted(rows[SLOT].to_numpy() // size, np.asarray(todo + [todo[-1] + 1]))
+    counts, tables = [], []
+    for i, k in enumerate(todo):
+        outs = fn(rows.slice(int(at[i]), int(at[i + 1] - at[i])), k, ctx)
+        cast = {n: as_table(b).cast(schemas[n]) for n, b in outs.items()}
+        counts.append({n: cast[n].num_rows if n in cast else 0 for n in schemas})
+        tables += [cast.get(n) for n in schemas]
+    meta = {"rows": counts, "cpu_s": time.process_time() - t0, "node": _node()}
+    return [meta, *tables]
 
 
 def _count(spent: dict[str, Any]) -> None:
