@@ -42,7 +42,7 @@ class Partitions:
 
     def __init__(self, folder: Path, schema: pa.Schema) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.dir, self.input_schema = folder, schema
+        self.dir = folder
         self.schema = schema.append(pa.field(SLOT, pa.int64()))
         self._w: dict[int, Any] = {}
 

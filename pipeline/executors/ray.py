@@ -216,7 +216,7 @@ def _results(task: Any, job: tuple[TaskFn, Any]) -> Iterator[Any]:
     t0 = time.process_time()
     for outs, counts in fn(task, ctx):
         yield {n: as_table(b) for n, b in outs.items()}, counts
-    yield {END: True, "cpu_s": time.process_time() - t0, "node": _node()}
+    yield {END: True, **_spent(t0)}
 
 
 def _streams(
@@ -301,7 +301,7 @@ def _produce(task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]) -> Iterat
         yield {"counts": counts, "rows": rows}
         for n in rows:
             yield tables[n]
-    yield {END: True, "cpu_s": time.process_time() - t0, "node": _node()}
+    yield {END: True, **_spent(t0)}
 
 
 def spread(ray: Any, fn: Callable[..., Any], **options: Any) -> Any:
@@ -341,11 +341,11 @@ def _write_part(
     spec: tuple[Location | str, pa.Schema, dict[str, Any], int | None, int],
     pieces: list[tuple[str, int, int]],
     *tables: pa.Table,
-) -> tuple[float, str, str]:
+) -> tuple[dict[str, Any], str]:
     """Part file `path` from the pieces' rows, in row groups cut where a local run cuts
     them (at every `size` rows of the whole output; this part's first row is `first`), each
     one chunk (parts.Writer); `size` None: each piece's rows as they came (parts.Writer
-    too). The worker's CPU time, its node and the part's sha256."""
+    too). What the task spent (_spent) and the part's sha256."""
     t0 = time.process_time()
     path, schema, opts, size, first = spec
     rows = [t.slice(start, n) for (_, start, n), t in zip(pieces, tables, strict=True)]
@@ -353,7 +353,7 @@ def _write_part(
         with PartWriter(path, schema, **opts) as w:
             for piece in rows:
                 w.write_table(piece)
-        return time.process_time() - t0, _node(), w.sha256
+        return _spent(t0), w.sha256
     whole = pa.concat_tables(rows)
     with PartWriter(path, schema, **opts) as w:
         at = 0
@@ -362,7 +362,7 @@ def _write_part(
             group = whole.slice(at, end - at).combine_chunks()
             w.write_table(group, row_group_size=max(group.num_rows, 1))
             at = end
-    return time.process_time() - t0, _node(), w.sha256
+    return _spent(t0), w.sha256
 
 
 class RayParts:
@@ -442,9 +442,8 @@ class RayParts:
 
     def _done(self, job: tuple[Any, PartSink, str]) -> None:
         ref, sink, name = job
-        cpu, node, sink.sha256[name] = _get(self.ray, ref)
-        _worker_cpu[0] += cpu
-        _nodes[node] += 1
+        spent, sink.sha256[name] = _get(self.ray, ref)
+        _count(spent)
 
     def close(self) -> None:
         for name in self.schemas:
@@ -484,8 +483,7 @@ def ray_partitioned(
     if parts.num_rows <= ROWS_PER_CUT:  # one partition's worth: held here, as a task would
         return [fn(scan_output(src).select(columns), ctx)]
     ray = ensure_ray(run)
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    cuts = max(cpus, -(-parts.num_rows // ROWS_PER_CUT))
+    cuts = _partitions(ray, parts.num_rows)
     cut = spread(ray, _cut, num_returns=cuts + 1)
     gather = spread(ray, _gather, num_returns=2)
     pieces = [cut.remote(r, columns, key, cuts) for r, _ in _reads(parts)]
@@ -498,6 +496,11 @@ def ray_partitioned(
         results.append(_get(ray, res))
         _count(_get(ray, spent))
     return results
+
+
+def _partitions(ray: Any, rows: int) -> int:
+    """A shuffle's partitions: one per ROWS_PER_CUT rows, at least one per CPU."""
+    return max(int(ray.cluster_resources().get("CPU", 1)), 1, -(-rows // ROWS_PER_CUT))
 
 
 def _reads(parts: Parts) -> list[tuple[list[tuple[Location | str, int]], int]]:
@@ -538,8 +541,7 @@ def ray_reordered(
         return
     ray = ensure_ray(run)
     names = list(schemas)
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    groups = min(len(ks), max(cpus, -(-len(slots) // ROWS_PER_CUT)))
+    groups = min(len(ks), _partitions(ray, len(slots)))
     bounds = np.linspace(0, len(ks), groups + 1).astype(np.int64)  # group g: ks[b[g]:b[g+1]]
     group_of = np.repeat(np.arange(groups), np.diff(bounds))  # per range
     cut = spread(ray, _cut_ranges, num_returns=groups + 1)
@@ -587,20 +589,11 @@ def _cut_ranges(
     table per group of ranges (`group_of`: each range's of `ks`), rows in order; last, the
     task's CPU time and node."""
     t0 = time.process_time()
-    opened: dict[str, Any] = {}
-    tables = []
-    for path, rg in groups:
-        f = opened.get(str(path)) or opened.setdefault(str(path), open_parquet(path))
-        tables.append(f.read_row_group(rg))
-    t = pa.concat_tables(tables)
+    t = _read_groups(groups)
     mine = slots[first : first + t.num_rows]
     t = t.append_column(SLOT, pa.array(mine))
     which = group_of[np.searchsorted(ks, mine // size)]
-    order = np.argsort(which, kind="stable")
-    n = int(group_of[-1]) + 1
-    at = np.searchsorted(which[order], np.arange(n + 1))
-    out: list[Any] = [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(n)]
-    return [*out, {"cpu_s": time.process_time() - t0, "node": _node()}]
+    return [*_cut_by(t, which, int(group_of[-1]) + 1), _spent(t0)]
 
 
 def _gather_ranges(
@@ -624,8 +617,14 @@ def _gather_ranges(
         cast = {n: as_table(b).cast(schemas[n]) for n, b in outs.items()}
         counts.append({n: cast[n].num_rows if n in cast else 0 for n in schemas})
         tables += [cast.get(n) for n in schemas]
-    meta = {"rows": counts, "cpu_s": time.process_time() - t0, "node": _node()}
+    meta = {"rows": counts, **_spent(t0)}
     return [meta, *tables]
+
+
+def _spent(t0: float) -> dict[str, Any]:
+    """What a task reports of itself (see _count): its worker's CPU time since `t0`, and
+    its node."""
+    return {"cpu_s": time.process_time() - t0, "node": _node()}
 
 
 def _count(spent: dict[str, Any]) -> None:
@@ -640,19 +639,30 @@ def _cut(
     """Row groups read (only `columns`) and cut into `cuts` tables by a hash of `key`, rows
     in order; last, the task's CPU time and node."""
     t0 = time.process_time()
-    tables = []
-    opened: dict[str, Any] = {}
-    for path, rg in groups:
-        f = opened.get(str(path)) or opened.setdefault(str(path), open_parquet(path))
-        tables.append(f.read_row_group(rg, columns=columns))
-    t = pa.concat_tables(tables)
+    t = _read_groups(groups, columns)
     k = pl.from_arrow(t.select([key])).to_series()  # type: ignore[union-attr]
     # polars' hash is fixed for given seeds within one polars version: every worker agrees
     part = (k.hash(seed=0) % cuts).to_numpy().astype(np.int64)
+    return [*_cut_by(t, part, cuts), _spent(t0)]
+
+
+def _read_groups(
+    groups: list[tuple[Location | str, int]], columns: list[str] | None = None
+) -> pa.Table:
+    """Row groups ((part file, group), in order) read as one table (only `columns`)."""
+    opened: dict[str, Any] = {}
+    tables = []
+    for path, rg in groups:
+        f = opened.get(str(path)) or opened.setdefault(str(path), open_parquet(path))
+        tables.append(f.read_row_group(rg, columns=columns))
+    return pa.concat_tables(tables)
+
+
+def _cut_by(t: pa.Table, part: np.ndarray, n: int) -> list[pa.Table]:
+    """t's rows cut into n tables by their partition (`part`, one per row), rows in order."""
     order = np.argsort(part, kind="stable")
-    at = np.searchsorted(part[order], np.arange(cuts + 1))
-    out: list[Any] = [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(cuts)]
-    return [*out, {"cpu_s": time.process_time() - t0, "node": _node()}]
+    at = np.searchsorted(part[order], np.arange(n + 1))
+    return [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(n)]
 
 
 def _gather(fn: PartFn, ctx: Any, *pieces: pa.Table) -> tuple[Any, dict[str, Any]]:
@@ -662,4 +672,4 @@ def _gather(fn: PartFn, ctx: Any, *pieces: pa.Table) -> tuple[Any, dict[str, Any
     frame = pl.from_arrow(pa.concat_tables(pieces))
     assert isinstance(frame, pl.DataFrame)
     res = fn(frame.lazy(), ctx)
-    return res, {"cpu_s": time.process_time() - t0, "node": _node()}
+    return res, _spent(t0)
