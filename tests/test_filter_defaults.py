@@ -382,6 +382,34 @@ def test_vectorised_rules_agree_with_the_per_row_reference_on_every_new_fixture(
             assert got[row["source_ref"]] == reference_decide(rules, row), row["source_ref"]
 
 
+def test_screened_rule_regexes_match_where_the_regexes_match_on_every_row():
+    """A rule's patterns with a literal screen run only on the rows holding one of its strings
+    (common.screened_contains): on every fixture's text, also in upper and in lower case, they
+    match exactly where the combined regex run over every row does."""
+    import polars as pl
+
+    from pipeline.filter.kinds.common import screened_contains
+    from pipeline.filter.regex import REPO_SLOT, combine, with_flags
+    from pipeline.secrets.screen import screen
+
+    fields = [f for f, *_ in CAUGHT] + NOT_CAUGHT + [f for f, _ in FLAGGED]
+    texts = [v for f in fields for v in f.values() if isinstance(v, str)]
+    col = pl.DataFrame({"t": texts + [t.upper() for t in texts] + [t.lower() for t in texts]})
+    screened = 0
+    for rules in (DEFAULT, STRICT):
+        for r in rules.active:
+            for key in ("patterns", "except_patterns"):
+                pats = [p for _, p in r.params.get(key, ()) if REPO_SLOT not in p]
+                if not pats:
+                    continue
+                ic = bool(r.params.get("ignore_case"))
+                want = col.select(pl.col("t").str.contains(combine(pats, ic))).to_series()
+                got = col.select(screened_contains(pl.col("t"), pats, ic)).to_series()
+                assert got.to_list() == want.to_list(), (r.name, key)
+                screened += any(screen(with_flags(p, ic)) for p in pats)
+    assert screened >= 20  # most rules' regexes are screened: the test reaches that path
+
+
 NEW_DROPS = {
     "generated_file": dict(path="build/lib/mypkg/core.py"),
     "generated_marker": dict(path="internal/pill/pill_string.go", after=GO_STRINGER, **ADDED),

@@ -282,6 +282,12 @@ def test_screened_prefilters_flag_what_every_prefilter_on_every_row_flags():
         (r"\b{start}token_x", None, False),
         ("(?x)ab\u00a0cd", None, False),
         (r"abc{1, 2}", None, False),
+        # Rust's nested classes: Python reads `[[ab]` and then a literal `]`
+        (r"[[ab]]xyz", None, False),
+        (r"[[:alpha:]]_xyz", None, False),
+        # braces that are no repeat leave the strings screened; a `]` first in a class is in it
+        (r"(?m)^(?:\{\{-?[ \t]*/\*|#)[^\n]{0,80}@generated\b", ("@generated",), False),
+        (r"[]a]bcd", ("]bcd", "abcd"), False),
         ("(?i)\u017fecret", None, True),
     ],
 )

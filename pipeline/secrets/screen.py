@@ -1,4 +1,5 @@
-"""Literal screens for the prefilters: for a prefilter, strings one of which every match of it
+"""Literal screens for regexes (the secret prefilters here; the filter's regex and lines_only
+rules, filter/kinds/common.py): for a pattern, strings one of which every match of it
 holds (`github_pat_`, `-----BEGIN`, `secret` for `(?i:aws_?secret...)`), found from the
 pattern's syntax tree. One Aho-Corasick pass over a column (polars `str.contains_any`) then
 finds the few rows that hold any screened rule's strings, and only those rows are scanned by
@@ -41,14 +42,36 @@ class Screen:
 
 # What Python's parser and Rust's read differently (Rust: `\<` `\>` word edges, `\b{start}`,
 # verbose mode's Unicode spaces, `{1, 2}` a repeat): a pattern holding any is not screened.
-_READ_APART = re.compile(r"\\[<>]|\\[bB]\{|\(\?[a-z]*x|\{[^}]*\s[^}]*\}|[^\x00-\x7f]")
+_READ_APART = re.compile(r"\\[<>]|\\[bB]\{|\(\?[a-z]*x|\{[\d\s,]*\s[\d\s,]*\}|[^\x00-\x7f]")
+
+
+def _nested_class(pattern: str) -> bool:
+    """A `[` inside a character class: Rust reads a nested class (`[[ab]]`, `[[:alpha:]]`),
+    Python a `[` in the class and a literal `]` after it."""
+    inside, k = False, 0
+    while k < len(pattern):
+        c = pattern[k]
+        if c == "\\":
+            k += 2
+            continue
+        if inside and c == "[":
+            return True
+        if c == "[":
+            inside, k = True, k + 1
+            k += pattern.startswith("^", k)
+            k += pattern.startswith("]", k)  # `[]a]`, `[^]a]`: a `]` first is a member
+            continue
+        if inside and c == "]":
+            inside = False
+        k += 1
+    return False
 
 
 def screen(pattern: str) -> Screen | None:
     """The literal screen of a prefilter in Python syntax, or None (scan every row): also for
     a pattern the two parsers may read apart, and for an ignore-case string that is not ASCII
     (the screen folds ASCII case only)."""
-    if _READ_APART.search(pattern):
+    if _READ_APART.search(pattern) or _nested_class(pattern):
         return None
     try:
         parsed: Any = sre_parse.parse(pattern)
@@ -133,12 +156,17 @@ def _node(op: object, av: Any, icase: bool) -> _Found | None:
 
 
 def passed(col: pl.Series, screens: list[Screen]) -> pl.Series:
-    """Rows of string column `col` holding a literal of any of `screens`, in one Aho-Corasick
-    pass that ignores ASCII case for all of them (a case-sensitive screen passes a few rows
-    more, which its regex then turns down: one pass costs what each case's pass did)."""
+    """Rows of string column `col` holding a literal of any of `screens` (holds)."""
+    return col.to_frame("t").select(holds(pl.col("t"), screens)).to_series()
+
+
+def holds(col: pl.Expr, screens: list[Screen]) -> pl.Expr:
+    """Where string column `col` holds a literal of any of `screens`, in one Aho-Corasick pass
+    that ignores ASCII case for all of them (a case-sensitive screen passes a few rows more,
+    which its regex then turns down: one pass costs what each case's pass did)."""
     lits = sorted({x for s in screens for x in s.literals})
     if not lits:
-        return pl.Series([False] * len(col))
+        return pl.repeat(False, pl.len())
     out = col.str.contains_any(lits, ascii_case_insensitive=True)
     if any(s.ignore_case for s in screens):
         out = out | col.str.contains(f"[{FOLDS_TO_ASCII}]")

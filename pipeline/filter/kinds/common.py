@@ -20,6 +20,7 @@ from pipeline.filter.regex import (
     with_flags,
 )
 from pipeline.secrets.places import CONTENT_FIELDS, SAMPLE_PATH
+from pipeline.secrets.screen import passed, screen
 
 # ---------------------------------------------------------------- polars, over a batch
 
@@ -60,12 +61,41 @@ def matches(rule: Rule, f: str, pat: str) -> pl.Expr:
 
 
 def any_pattern(rule: Rule, f: str, key: str = "patterns") -> pl.Expr:
-    """One combined regex per field: a single scan over the column (`{repo}` globs apart)."""
+    """One combined regex per field: a single scan over the column (`{repo}` globs apart),
+    or over the rows that hold one of its literal screen's strings (screened_contains)."""
     pats = [p for _, p in rule.params[key] if REPO_SLOT not in p]
     hits = [matches(rule, f, p) for _, p in rule.params[key] if REPO_SLOT in p]
     if pats:
-        hits.insert(0, text(f).str.contains(combine(pats, bool(rule.params.get("ignore_case")))))
+        hits.insert(0, screened_contains(text(f), pats, bool(rule.params.get("ignore_case"))))
     return hits[0] if len(hits) == 1 else pl.any_horizontal(hits)
+
+
+def screened_contains(col: pl.Expr, patterns: list[str], ignore_case: bool) -> pl.Expr:
+    """Where any of `patterns` matches the string column: those with a literal screen
+    (secrets/screen.py: strings one of which each match holds, such as `@generated`) are run
+    only on the rows one Aho-Corasick pass finds holding such a string, the others on every
+    row. A rule's regexes anchored at every line's start (`(?m)^[ \t]*(?:#|//|...)`) scan a
+    whole item slowly; most items hold none of their strings."""
+    screens = [screen(with_flags(p, ignore_case)) for p in patterns]
+    if not any(screens):
+        return col.str.contains(combine(patterns, ignore_case))
+    rest = [p for p, sc in zip(patterns, screens, strict=True) if sc is None]
+    lit = [p for p, sc in zip(patterns, screens, strict=True) if sc is not None]
+    held = [sc for sc in screens if sc is not None]
+
+    def run(s: pl.Series) -> pl.Series:
+        out = (
+            s.str.contains(combine(rest, ignore_case)).to_numpy().copy()
+            if rest
+            else np.zeros(len(s), dtype=bool)
+        )
+        rows = passed(s, held).arg_true()
+        if len(rows):
+            got = s.gather(rows).str.contains(combine(lit, ignore_case)).to_numpy()
+            out[rows.to_numpy()[got]] = True
+        return pl.Series(out)
+
+    return col.map_batches(run, return_dtype=pl.Boolean)
 
 
 def not_sample(f: str) -> pl.Expr:

@@ -11,37 +11,52 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from pipeline.filter.kinds.common import any_pattern, text
 from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.filter.regex import combine, with_flags
+from pipeline.secrets.screen import holds, screen
 
 
-def _lines(f: str, cand: pl.Expr) -> pl.Expr:
+def _lines(f: str) -> pl.Expr:
     e = pl.element()
-    return (
-        pl.when(cand)
-        .then(text(f))
-        .otherwise(pl.lit(""))
-        .str.split("\n")
-        .list.eval(e.str.strip_chars())
-        .list.eval(e.filter(e != ""))
-    )
+    return text(f).str.split("\n").list.eval(e.str.strip_chars()).list.eval(e.filter(e != ""))
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
-    language = pl.col("language").fill_null("")
-    cand = language.is_in(list(rule.params["languages"])) & (text("before") != text("after"))
-    before, after = _lines("before", cand), _lines("after", cand)
-    removed, added = before.list.set_difference(after), after.list.set_difference(before)
-    some = (removed.list.len() > 0) | (added.list.len() > 0)
-    if rule.params["one_sided"]:
-        some = (removed.list.len() == 0) != (added.list.len() == 0)
-    debug = combine([p for _, p in rule.params["patterns"]], bool(rule.params["ignore_case"]))
-    every = removed.list.concat(added).list.eval(pl.element().str.contains(debug)).list.all()
-    out = cand & some & every
-    if rule.params["except_patterns"]:
+    p = rule.params
+    ic = bool(p["ignore_case"])
+    screens = [screen(with_flags(pat, ic)) for _, pat in p["patterns"]]
+    held = [sc for sc in screens if sc is not None] if all(screens) else []
+    debug = combine([pat for _, pat in p["patterns"]], ic)
+
+    def lines_hit(s: pl.Series) -> pl.Series:
+        """The line sets only of the rows in a language of the rule whose sides differ and,
+        where every pattern has a literal screen, whose sides hold one of its strings (a
+        changed line that matches holds one): splitting every item's lines was most of the
+        rule's cost."""
+        df = s.struct.unnest()
+        cand = pl.col("language").fill_null("").is_in(list(p["languages"]))
+        cand = cand & (text("before") != text("after"))
+        if held:
+            cand = cand & (holds(text("before"), held) | holds(text("after"), held))
+        rows = df.select(cand).to_series().arg_true()
+        out = np.zeros(len(df), dtype=bool)
+        if len(rows):
+            before, after = _lines("before"), _lines("after")
+            removed, added = before.list.set_difference(after), after.list.set_difference(before)
+            some = (removed.list.len() > 0) | (added.list.len() > 0)
+            if p["one_sided"]:
+                some = (removed.list.len() == 0) != (added.list.len() == 0)
+            every = removed.list.concat(added).list.eval(pl.element().str.contains(debug))
+            got = df[rows].select(some & every.list.all()).to_series().to_numpy()
+            out[rows.to_numpy()[got]] = True
+        return pl.Series(out)
+
+    out = pl.struct("language", "before", "after").map_batches(lines_hit, return_dtype=pl.Boolean)
+    if p["except_patterns"]:
         out = out & ~any_pattern(rule, "comment", "except_patterns")
     return out
 
