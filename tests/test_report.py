@@ -354,7 +354,9 @@ def test_flag_counts_match_filter_kept(run):
 def test_kept_sample_is_seeded_drawn_from_the_export_and_stable(run, tmp_path):
     """20 exported items, each with its split, the same on every build; another seed gives
     another sample; the order of the ids does not matter."""
-    from pipeline.report.kept import kept_sample, pick
+    import heapq
+
+    from pipeline.report.kept import kept_sample, pick, sample_key
 
     k = _json(run)["kept"]
     split_of = {}
@@ -369,6 +371,7 @@ def test_kept_sample_is_seeded_drawn_from_the_export_and_stable(run, tmp_path):
     assert all(m["diff"] and m["path"] is not None for m in k["items"])
     ids = sorted(split_of)
     assert [m["id"] for m in k["items"]] == pick(ids, 0, 20) == pick(ids[::-1], 0, 20)
+    assert pick(ids, 0, 20) == heapq.nsmallest(20, ids, key=lambda i: sample_key(0, i))
     assert pick(ids, 1, 20) != pick(ids, 0, 20)
     again = kept_sample(run)
     assert [m["id"] for m in again["items"]] == [m["id"] for m in k["items"]]

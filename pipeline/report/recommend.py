@@ -60,6 +60,18 @@ def _kept_apart(policy: str, ids: list[str], group: dict[str, str], rank: dict[s
     return policy == SPREAD and len(ids) > 1 and len({group.get(i, i) for i in ids}) == 1
 
 
+def _groups_of(ids: set[str], s: pl.DataFrame) -> tuple[dict[str, str], dict[str, int]]:
+    """({id: group}, {id: its rank in its group by id}) of `ids` (the non-finite sets'), from
+    `s` (id, group_id): only their groups are ranked, not the corpus."""
+    mine = s.filter(pl.col("id").is_in(list(ids)))
+    members = s.filter(pl.col("group_id").is_in(mine["group_id"].implode()))
+    members = members.sort("id").with_columns(rank=pl.int_range(pl.len()).over("group_id"))
+    members = members.filter(pl.col("id").is_in(list(ids)))
+    group = dict(zip(members["id"].to_list(), members["group_id"].to_list(), strict=True))
+    rank = dict(zip(members["id"].to_list(), members["rank"].to_list(), strict=True))
+    return group, rank
+
+
 def recommend(
     samp: dict[str, Any], shp: pl.DataFrame | None, smoke: dict[str, Any], window: int
 ) -> dict[str, Any]:
@@ -69,15 +81,13 @@ def recommend(
         return {"present": False, "note": "shapes stage not run: no shape groups to judge"}
     scope = samp["scope"]
     s = shp.filter(pl.col("scope") == scope).select("id", pl.col("group_id").cast(pl.String))
-    s = s.unique("id").sort("id").with_columns(rank=pl.int_range(pl.len()).over("group_id"))
-    group = dict(zip(s["id"].to_list(), s["group_id"].to_list(), strict=True))
-    rank = dict(zip(s["id"].to_list(), s["rank"].to_list(), strict=True))
+    s = s.unique("id")
     sets = [c["ids"] for c in smoke.get("culprits", []) if c.get("ids")] if smoke else []
+    group, rank = _groups_of({i for ids in sets for i in ids}, s)
     rows = {r["policy"]: r for r in samp["policies"]}
     total = rows[NO_CHANGE]["items"]
     windows = -(-total // window) if total else 0
-    sizes = s.group_by("group_id").len()["len"].to_list()
-    largest = max(sizes, default=0)
+    largest = max(s.group_by("group_id").len()["len"].to_list(), default=0)
 
     ladder = [NO_CHANGE, SPREAD, *(_cap(k) for k in sorted(CAPS, reverse=True))]
     # the sets some policy can keep apart decide; the others are the data, named below

@@ -50,9 +50,7 @@ def shapes(
     for scope in sorted(shp["scope"].unique().to_list(), key=lambda x: (order.get(x, 9), x)):
         s = shp.filter(pl.col("scope") == scope)
         g = s.group_by("group_id").agg(
-            pl.len().alias("n"),
-            pl.col("id").sort().head(2).alias("ids"),
-            pl.col("digit_only").any().alias("digit_only"),
+            pl.len().alias("n"), pl.col("digit_only").any().alias("digit_only")
         )
         multi = g.filter(pl.col("n") > 1)
         sharing = int(multi["n"].sum() or 0)
@@ -70,6 +68,9 @@ def shapes(
             }
         )
         top = multi.sort(["n", "group_id"], descending=[True, False]).head(5)
+        firsts = s.filter(pl.col("group_id").is_in(top["group_id"].implode()))
+        firsts = firsts.group_by("group_id").agg(pl.col("id").sort().head(2).alias("ids"))
+        top = top.join(firsts, on="group_id", how="left", maintain_order="left")
         text = _first_texts(texts, scope, top["group_id"]) if texts is not None else {}
         for x in top.iter_rows(named=True):
             largest.append(
@@ -97,12 +98,17 @@ def shapes(
 
 
 def _collisions(groups: np.ndarray, batch: int) -> int:
-    """Batches (consecutive runs of `batch` items) holding two items of one group."""
-    n = 0
-    for k in range(0, len(groups), batch):
-        b = groups[k : k + batch]
-        n += int(len(np.unique(b)) < len(b))
-    return n
+    """Batches (consecutive runs of `batch` items) holding two items of one group (`groups`:
+    a group per item, in order; best as codes 0 .. n - 1)."""
+    if len(groups) == 0:
+        return 0
+    if groups.dtype.kind not in "iu":  # labels: their codes
+        groups = np.unique(groups, return_inverse=True)[1].reshape(-1)
+    span = int(groups.max()) + 1  # codes are 0 .. span - 1: (batch, code) as one sortable int
+    key = np.arange(len(groups), dtype=np.int64) // batch * span + groups.astype(np.int64)
+    key.sort()
+    twins = key[1:] == key[:-1]
+    return len(np.unique(key[1:][twins] // span))
 
 
 def window_collisions(order: pl.DataFrame, window: int) -> int:
@@ -183,7 +189,9 @@ def sampling(
         "author_is_bot",
     ).join(g.unique("id"), on="id", how="left")
     base = base.with_columns(pl.col("group_id").fill_null("solo:" + pl.col("id")))
-    base = base.sort("id").with_columns(rank=pl.int_range(pl.len()).over("group_id"))
+    base = base.sort("id").with_columns(
+        rank=pl.int_range(pl.len()).over("group_id"), code=pl.col("group_id").rank("dense") - 1
+    )
     rng = np.random.default_rng(seed)
     langs = [r["value"] for r in counts(base, "language", 6) if r["value"] != "(other)"]
     repos = [r["value"] for r in counts(base, "repo", 6) if r["value"] != "(other)"]
@@ -206,7 +214,7 @@ def sampling(
             "note": "",
         }
         if name != "spread":
-            groups = df["group_id"].to_numpy()[rng.permutation(df.height)]
+            groups = df["code"].to_numpy()[rng.permutation(df.height)]
             row["batches_with_shape_twins"] = _collisions(groups, batch)
         elif st.get("order") is None:
             ran = st.get("policy")
