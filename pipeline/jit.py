@@ -113,6 +113,17 @@ def _compile_unliteral() -> None:
     Dispatcher.get_call_template = get_call_template  # type: ignore[method-assign]
 
 
+_AHEAD: set[str] = set()  # packages whose kernels a warm-up of this process is compiling
+
+
+def compiling_ahead(module: str, package: str | None = None) -> bool:
+    """Whether a warm-up started by this process (runner.CompileAhead) is compiling the
+    kernels of `module` ("pipeline.filter.kernels"); given `package`, notes that one is."""
+    if package is not None:
+        _AHEAD.add(package)
+    return any(module.startswith(p + ".") for p in _AHEAD)
+
+
 def none_cached(package: str) -> bool | None:
     """Whether no kernel module of the package ("pipeline.dedup") has a folder in the kernel
     cache for the package's current code: its kernels are all still to compile. Read from the
@@ -214,11 +225,13 @@ def warm_items() -> pa.Table:
 
 
 def _warm_main() -> int:
-    """`python -m pipeline.jit REF`: runs warm-up REF (module:function) with the run's config,
-    read as JSON from stdin."""
+    """`python -m pipeline.jit REF [NICE]`: runs warm-up REF (module:function) with the run's
+    config, read as JSON from stdin, at CPU priority NICE (os.nice)."""
     from pipeline.config import Config
     from pipeline.stage import resolve
 
+    if len(sys.argv) > 2 and int(sys.argv[2]):
+        os.nice(int(sys.argv[2]))
     cfg = Config.model_validate_json(sys.stdin.read())
     resolve(sys.argv[1])(cfg)
     return 0

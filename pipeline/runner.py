@@ -18,6 +18,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from pipeline.console import console, progress
 from pipeline.errors import DataError
 from pipeline.executors import batches, worker_cpu_s, worker_nodes, writer
 from pipeline.executors.contract import merge
-from pipeline.jit import none_cached, uncached_kernels
+from pipeline.jit import compiling_ahead, none_cached, uncached_kernels
 from pipeline.parts import Parts, read_schema, read_table, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
@@ -310,43 +311,88 @@ def _warm_cold(stage: Stage) -> bool:
     return _cold(stage) if fast is None else fast
 
 
+LATER_NICE = 10  # the CPU priority of the warm-ups of a stage other than the first cold one
+IDLE_NICE = 19  # ... and of those of a stage that does not wait for them (Stage.warm_waits)
+
+
+def _unready(stage: Stage) -> bool:
+    """Whether any kernel of a stage's warm-ups' modules is not compiled yet (one killed
+    part-way leaves some)."""
+    mods = {str(ref).partition(":")[0] for ref in stage.warm}
+    for ref in stage.warm:
+        resolve(ref)  # imports its module
+    return bool(uncached_kernels(mods)[0])
+
+
 class CompileAhead:
     """The warm-ups (Stage.warm) of the given stages whose kernels are not compiled yet, each
     in a process of its own, started now: a first run compiles dedup's and shapes' kernels
     while the stages before them run, on every core (numba compiles on one). wait(stage)
     before running a stage; close() stops what is left. A warm-up that fails costs nothing
-    but its time: the stage compiles what it needs itself."""
+    but its time: the stage compiles what it needs itself. The warm-ups of a stage that does
+    not wait for them (the filter's) start once the others are done, at the lowest priority:
+    until they are, that stage works without its kernels (filter/measures.py)."""
 
     def __init__(self, stages: list[Stage], cfg: Config) -> None:
         self.running: dict[str, list[tuple[str, subprocess.Popen[bytes], Any]]] = {}
-        cold = [s for s in stages if s.warm and _warm_cold(s)]
+        self.lock, self.closed = threading.Lock(), False
+        cold = [s for s in stages if s.warm and (_warm_cold(s) if s.warm_waits else _unready(s))]
+        # a stage that does not wait (Stage.warm_waits) has its kernels compiled once the
+        # others' are: on a core its run leaves idle, not in the time they take
+        self.deferred = [s for s in cold if not s.warm_waits]
         if not cold:
             return
-        payload = cfg.model_dump_json().encode()
+        self.payload = cfg.model_dump_json().encode()
         # this process's copy of the package first: a warm-up compiles the code that will run
         path = os.pathsep.join(filter(None, [str(PKG.parent), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": path}
-        for stage in cold:
-            for ref in stage.warm:
-                log = tempfile.TemporaryFile()
-                cmd = [sys.executable, "-m", "pipeline.jit", str(ref)]
-                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env)
-                assert proc.stdin is not None
-                proc.stdin.write(payload)
-                proc.stdin.close()
-                self.running.setdefault(stage.name, []).append((str(ref), proc, log))
+        self.env = {**os.environ, "PYTHONPATH": path}
+        waited = [s for s in cold if s.warm_waits]
+        for k, stage in enumerate(waited):
+            # the next stage first: later ones have the stages between to compile in
+            self._start(stage, LATER_NICE if k else 0)
+        for stage in self.deferred:
+            package = str(stage.warm[0]).partition(":")[0].rpartition(".")[0]
+            compiling_ahead(package, package)
+        if self.deferred:
+            procs = [p for procs in self.running.values() for _, p, _ in procs]
+            threading.Thread(target=self._after, args=(procs,), daemon=True).start()
         console.print(
             Text(
                 f"compiling the numba kernels of {', '.join(s.name for s in cold)} in "
-                f"{sum(map(len, self.running.values()))} processes while the stages before "
+                f"{sum(len(s.warm) for s in cold)} processes while the stages before "
                 "them run (once per version of the code: later runs load them from the kernel "
                 "cache, see docs/DESIGN.md)",
                 style="dim",
             )
         )
 
+    def _start(self, stage: Stage, nice: int) -> None:
+        for ref in stage.warm:
+            log = tempfile.TemporaryFile()
+            cmd = [sys.executable, "-m", "pipeline.jit", str(ref), str(nice)]
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, env=self.env
+            )
+            assert proc.stdin is not None
+            proc.stdin.write(self.payload)
+            proc.stdin.close()
+            self.running.setdefault(stage.name, []).append((str(ref), proc, log))
+
+    def _after(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        """Starts the deferred warm-ups once `procs` are done (a thread of its own)."""
+        for p in procs:
+            p.wait()
+        with self.lock:
+            if not self.closed:
+                for stage in self.deferred:
+                    self._start(stage, IDLE_NICE)
+
     def wait(self, stage: Stage) -> None:
-        for ref, proc, log in self.running.pop(stage.name, []):
+        if not stage.warm_waits:  # it runs without them; close() stops what is left
+            return
+        with self.lock:
+            procs = self.running.pop(stage.name, [])
+        for ref, proc, log in procs:
             if proc.wait() != 0:
                 log.seek(0)
                 lines = log.read().decode(errors="replace").strip().splitlines() or ["?"]
@@ -356,6 +402,8 @@ class CompileAhead:
             log.close()
 
     def close(self) -> None:
+        with self.lock:
+            self.closed = True
         for procs in self.running.values():
             for _, proc, log in procs:
                 proc.kill()
@@ -367,7 +415,7 @@ class CompileAhead:
 def _say_compiling(stage: Stage) -> None:
     """One line before a stage none of whose own numba kernels is compiled yet (and not
     compiled ahead): the first run after an install."""
-    if _cold(stage):
+    if stage.warm_waits and _cold(stage):
         console.print(
             Text(
                 f"{stage.name}: compiling its numba kernels on first use (up to half a minute, "

@@ -84,6 +84,9 @@ class Stage:
     # (cfg) -> None each: compile the stage's numba kernels on a few items; a first run runs
     # them in processes of their own while the stages before run (pipeline/jit.py)
     warm: tuple[Ref, ...] = field(default=(), compare=False)
+    # False: the stage has a way for while its kernels compile (filter/measures.py): its
+    # warm-ups run at the lowest priority, and it does not wait for them
+    warm_waits: bool = field(default=True, compare=False)
     doc: str = ""  # one line: what it does (its CLI command's help)
 
     def __post_init__(self) -> None:
@@ -255,6 +258,8 @@ PIPELINE: tuple[Stage, ...] = (
         key=_ref("filter.stage", "key"),
         summary=_ref("filter.stage", "print_summary"),
         batch_size=lambda cfg: cfg.filter.batch_size,
+        warm=(_ref("filter.kernels", "warm"),),
+        warm_waits=False,
     ),
     Stage(
         name="dedup",

@@ -141,9 +141,9 @@ app()
 
 
 def test_a_first_run_compiles_later_stages_kernels_ahead_for_the_types_the_run_passes(tmp_path):
-    """With no kernel compiled yet, a run starts the dedup and shapes warm-ups in processes of
-    their own, and they compile every kernel the run then calls: the run's own process
-    compiles none (a warm-up that missed a type would leave the stage compiling it)."""
+    """With no kernel compiled yet, a run starts the filter, dedup and shapes warm-ups in
+    processes of their own, and they compile every kernel the run then calls: the run's own
+    process compiles none (a warm-up that missed a type would leave the stage compiling it)."""
     import os
     import subprocess
     from pathlib import Path
@@ -160,6 +160,6 @@ def test_a_first_run_compiles_later_stages_kernels_ahead_for_the_types_the_run_p
     out = subprocess.run([*cmd, str(tmp_path / "run")], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout + out.stderr
-    assert "compiling the numba kernels of dedup, shapes in 3 processes" in text
+    assert "compiling the numba kernels of filter, dedup, shapes in 4 processes" in text
     assert "compiled here:" not in text, text
     assert "failed" not in text

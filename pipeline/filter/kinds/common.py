@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.filter import measures
 from pipeline.filter.kinds.contract import Rule
 from pipeline.filter.regex import (
     BLANK_RE,
@@ -109,9 +110,14 @@ def blank(f: str) -> pl.Expr:
 
 
 def same_but_whitespace() -> pl.Expr:
-    """Equal once all whitespace is removed (no-ops included)."""
-    ws = r"\s+"
-    return text("before").str.replace_all(ws, "") == text("after").str.replace_all(ws, "")
+    """Equal once all whitespace (`\\s`) is removed (no-ops included): filter/measures.py."""
+    return pl.struct(text("before").alias("b"), text("after").alias("a")).map_batches(
+        _ws_equal, return_dtype=pl.Boolean
+    )
+
+
+def _ws_equal(s: pl.Series) -> pl.Series:
+    return pl.Series(measures.same_but_whitespace(s.struct.field("b"), s.struct.field("a")))
 
 
 def noop() -> pl.Expr:

@@ -14,7 +14,8 @@ import re
 import numpy as np
 import polars as pl
 
-from pipeline.filter.kinds.common import same_but_whitespace, text
+from pipeline.filter import measures
+from pipeline.filter.kinds.common import text
 from pipeline.filter.kinds.contract import Found, Row, Rule
 from pipeline.filter.regex import (
     BLANK_RE,
@@ -34,41 +35,50 @@ _SIDES = ("before", "after", "context")
 
 
 def _hit(s: pl.Series) -> pl.Series:
-    """On a batch of (before, after, context): each test computed once (expressions would run
-    `in_imports` again for every use). The import test's regexes and word lists run only on
-    hunks in an import block: it is the costly part, and few hunks need it."""
+    """On a batch of (before, after, context, language), each test on the rows that can pass
+    it only (filter/measures.py decides which, in one pass of the bytes): not the sides equal
+    but for whitespace (whitespace_only's, and no-ops); the formatters' normalisations and a
+    rewrapped comment remove only whitespace, punctuation and comment markers, so they run
+    where the sides' word characters read the same; the import test (its regexes the costly
+    part) on hunks in an import block."""
     df = s.struct.unnest().with_columns([text(f) for f in _SIDES])
+    b, a = df["before"], df["after"]
+    moved = ~measures.same_but_whitespace(b, a)
+    out = np.zeros(df.height, dtype=bool)
+    same = np.flatnonzero(moved & measures.same_word_bytes(b, a))
+    if len(same):
+        sub = df[same]
+        got = sub.select(_norm("before") == _norm("after")).to_series().to_numpy()
+        out[same[got | _rewrapped(sub).to_numpy()]] = True
+    rest = np.flatnonzero(moved)
     in_imports = pl.any_horizontal([pl.col(f).str.contains(IMPORT_KEYWORD_RE) for f in _SIDES])
-    df = df.with_columns(in_imports.alias("_in"))
+    rows = rest[df[rest].select(in_imports).to_series().to_numpy()] if len(rest) else rest
+    if len(rows):
+        sorter = _imports_only("before") & _imports_only("after")
+        sorted_ = df[rows].select(sorter & (_words("before") == _words("after"))).to_series()
+        out[rows[sorted_.to_numpy()]] = True
+    return pl.Series(out)
 
-    def imports_only(f: str) -> pl.Expr:
-        kept = pl.when(pl.col("_in")).then(pl.col(f)).otherwise(pl.lit(""))
-        return kept.str.replace_all(IMPORT_LINE_RE, "").str.contains(BLANK_RE)
 
-    df = df.with_columns(
-        (pl.col("_in") & imports_only("before") & imports_only("after")).alias("_c")
-    )
-
-    def words(f: str) -> pl.Expr:
-        kept = pl.when(pl.col("_c")).then(pl.col(f)).otherwise(pl.lit(""))
-        return kept.str.extract_all(r"\w+").list.sort()
-
+def _norm(f: str) -> pl.Expr:
+    """A side as the formatters would leave it (JavaScript's and Markdown's rules in those
+    languages only)."""
     js = pl.col("language").fill_null("").is_in(list(PRETTIER_LANGUAGES))
-
     md = pl.col("language").fill_null("") == "markdown"
+    js_side = pl.col(f)
+    for rx, to in JS_FORMAT_RES:
+        js_side = js_side.str.replace_all(rx, to)
+    side = pl.when(js).then(js_side).otherwise(pl.col(f))
+    side = pl.when(md).then(side.str.replace_all(MD_LIST_RE, "$1- ")).otherwise(side)
+    return side.str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
 
-    def norm(f: str) -> pl.Expr:
-        js_side = pl.col(f)
-        for rx, to in JS_FORMAT_RES:
-            js_side = js_side.str.replace_all(rx, to)
-        side = pl.when(js).then(js_side).otherwise(pl.col(f))
-        side = pl.when(md).then(side.str.replace_all(MD_LIST_RE, "$1- ")).otherwise(side)
-        return side.str.replace_all(FORMAT_STRIP_RE, "").str.replace_all("'", '"', literal=True)
 
-    reordered = pl.col("_c") & (words("before") == words("after"))
+def _imports_only(f: str) -> pl.Expr:
+    return pl.col(f).str.replace_all(IMPORT_LINE_RE, "").str.contains(BLANK_RE)
 
-    hit = df.select(((norm("before") == norm("after")) | reordered).alias("hit")).to_series()
-    return hit | _rewrapped(df)
+
+def _words(f: str) -> pl.Expr:
+    return pl.col(f).str.extract_all(r"\w+").list.sort()
 
 
 def _rewrapped(df: pl.DataFrame) -> pl.Series:
@@ -107,8 +117,7 @@ def _rewrapped(df: pl.DataFrame) -> pl.Series:
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
     cols = [pl.col(f) for f in (*_SIDES, "language")]
-    both = pl.struct(cols).map_batches(_hit, return_dtype=pl.Boolean)
-    return both & ~same_but_whitespace()
+    return pl.struct(cols).map_batches(_hit, return_dtype=pl.Boolean)
 
 
 def reason(rule: Rule, found: Found) -> pl.Expr:

@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.filter import measures
 from pipeline.filter.kinds.common import text, when_chain
 from pipeline.filter.kinds.contract import Fail, Found, Row, Rule
 from pipeline.ingest.base import count_lines
@@ -33,13 +34,18 @@ def _measure(rule: Rule) -> pl.Expr:
                 )
             )
         elif unit == "tokens":
-            e = c.str.count_matches(TOKEN_PATTERN)
+            e = c.map_batches(count_tokens, return_dtype=pl.Int64)
         else:  # line_chars: the longest line
             e = c.str.split("\n").list.eval(pl.element().str.len_chars()).list.max()
         parts.append(e.cast(pl.Int64))
     if len(parts) == 1:
         return parts[0]
     return pl.max_horizontal(parts) if unit == "line_chars" else pl.sum_horizontal(parts)
+
+
+def count_tokens(s: pl.Series) -> pl.Series:
+    """TOKEN_PATTERN's matches per string (filter/measures.py)."""
+    return pl.Series(measures.tokens(s))
 
 
 def hit(rule: Rule, found: Found) -> pl.Expr:
