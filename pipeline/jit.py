@@ -146,6 +146,13 @@ def none_cached(package: str) -> bool | None:
     return not any(n.startswith(prefix) and n.endswith("-" + digest) for n in names)
 
 
+def in_cache(kernel: Any) -> bool:
+    """Whether a cached numba kernel (`njit(cache=True)`) has an index in its cache yet."""
+    cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
+    index = getattr(cache_file, "_index_path", None)
+    return isinstance(index, str) and os.path.exists(index)
+
+
 def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:
     """Of the cached numba kernels (`njit(cache=True)`) of the given imported modules, as
     module.function: those whose cache has no index yet, and all of them."""

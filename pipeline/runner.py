@@ -316,12 +316,10 @@ IDLE_NICE = 19  # ... and of those of a stage that does not wait for them (Stage
 
 
 def _unready(stage: Stage) -> bool:
-    """Whether any kernel of a stage's warm-ups' modules is not compiled yet (one killed
-    part-way leaves some)."""
+    """Whether a stage that does not wait for its warm-ups has kernels still to compile (one
+    killed part-way leaves some): its warm-ups' modules say, by `ready()`."""
     mods = {str(ref).partition(":")[0] for ref in stage.warm}
-    for ref in stage.warm:
-        resolve(ref)  # imports its module
-    return bool(uncached_kernels(mods)[0])
+    return not all(resolve(f"{m}:ready")() for m in sorted(mods))
 
 
 class CompileAhead:

@@ -85,7 +85,8 @@ class Stage:
     # them in processes of their own while the stages before run (pipeline/jit.py)
     warm: tuple[Ref, ...] = field(default=(), compare=False)
     # False: the stage has a way for while its kernels compile (filter/measures.py): its
-    # warm-ups run at the lowest priority, and it does not wait for them
+    # warm-ups run at the lowest priority, and it does not wait for them; their modules
+    # have `ready() -> bool` (every kernel in the cache)
     warm_waits: bool = field(default=True, compare=False)
     doc: str = ""  # one line: what it does (its CLI command's help)
 

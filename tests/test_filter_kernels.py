@@ -141,10 +141,20 @@ def test_while_a_warm_up_compiles_the_kernels_the_filter_measures_by_regex(monke
     a, b = (s.fill_null("") for s in _pairs())
     want = M.same_but_whitespace(a, b, True)
     monkeypatch.setattr(M, "_compiled", False)
-    monkeypatch.setattr(jit, "uncached_kernels", lambda mods: (["k"], ["k"]))
+    monkeypatch.setattr(K, "ready", lambda: False)
     monkeypatch.setattr(jit, "_AHEAD", {"pipeline.filter"})
     monkeypatch.setattr(K, "ws_equal", no_kernel)
     assert M.same_but_whitespace(a, b).tolist() == want.tolist()
     monkeypatch.setattr(jit, "_AHEAD", set())
     with pytest.raises(AssertionError, match="a kernel ran"):
         M.same_but_whitespace(a, b)
+
+
+def test_the_warm_up_compiles_every_kernel_so_the_filter_uses_them():
+    """A kernel (or helper) the warm-up never reaches stays uncompiled, and `ready` with it:
+    every run would measure by regex and start a warm-up."""
+    from pipeline import jit
+
+    K.warm(None)
+    assert jit.uncached_kernels([K.__name__])[0] == []
+    assert K.ready()

@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
-from pipeline.jit import use_kernel_cache
+from pipeline.jit import in_cache, use_kernel_cache
 
 use_kernel_cache()  # before the first njit(cache=True) below
 
@@ -95,14 +95,8 @@ def _space_at(d, k):
 
 
 @nb.njit(nogil=True, cache=True)
-def _past_spaces(d, k, e):
-    while k < e and _space_at(d, k):
-        k += _seq_len(d[k])
-    return k
-
-
-@nb.njit(nogil=True, cache=True)
 def _same2(ad, i, bd, j, w):
+    """ad[i : i + w] == bd[j : j + w]"""
     for t in range(w):
         if ad[i + t] != bd[j + t]:
             return False
@@ -227,16 +221,6 @@ def _words(d, s, e, starts, lens, hashes):
 
 
 @nb.njit(nogil=True, cache=True)
-def _same(d, s1, n1, s2, n2):
-    if n1 != n2:
-        return False
-    for t in range(n1):
-        if d[s1 + t] != d[s2 + t]:
-            return False
-    return True
-
-
-@nb.njit(nogil=True, cache=True)
 def _sift(keys, order, root, end):
     while 2 * root + 1 < end:
         child = 2 * root + 1
@@ -272,7 +256,7 @@ def _distinct(d, starts, lens, hashes, m, order, out):
         w = order[t]
         if k > 0 and hashes[out[k - 1]] == hashes[w]:
             for x in range(run, k):
-                if _same(d, starts[out[x]], lens[out[x]], starts[w], lens[w]):
+                if lens[out[x]] == lens[w] and _same2(d, starts[out[x]], d, starts[w], lens[w]):
                     break
             else:
                 out[k] = w
@@ -303,15 +287,9 @@ def _shared(ad, a_st, a_ln, a_h, oa, ka, bd, b_st, b_ln, b_h, ob, kb):
             for x in range(i, i2):
                 for y in range(j, j2):
                     wa, wb = oa[x], ob[y]
-                    if a_ln[wa] == b_ln[wb]:
-                        same = True
-                        for t in range(a_ln[wa]):
-                            if ad[a_st[wa] + t] != bd[b_st[wb] + t]:
-                                same = False
-                                break
-                        if same:
-                            c += 1
-                            break
+                    if a_ln[wa] == b_ln[wb] and _same2(ad, a_st[wa], bd, b_st[wb], a_ln[wa]):
+                        c += 1
+                        break
             i, j = i2, j2
     return c
 
@@ -346,6 +324,12 @@ def word_sets(ad, ao, bd, bo, min_lines):
         words_a[r], words_b[r] = ka, kb
         shared[r] = _shared(ad, a_st, a_ln, a_h, oa, ka, bd, b_st, b_ln, b_h, ob, kb)
     return lines_a, lines_b, words_a, words_b, shared
+
+
+def ready() -> bool:
+    """Whether every kernel the filter calls is in the kernel cache (their helpers are
+    compiled with them)."""
+    return all(map(in_cache, (ws_equal, word_bytes_equal, tokens, word_sets)))
 
 
 def warm(cfg: object) -> None:

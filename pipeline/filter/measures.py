@@ -27,8 +27,7 @@ def compiled() -> bool:
     no warm-up of this process's run is compiling them."""
     global _compiled
     if not _compiled:
-        cold = jit.uncached_kernels([K.__name__])[0]
-        _compiled = not cold or not jit.compiling_ahead(K.__name__)
+        _compiled = K.ready() or not jit.compiling_ahead(K.__name__)
     return _compiled
 
 

@@ -45,7 +45,8 @@ def _hit(s: pl.Series) -> pl.Series:
     b, a = df["before"], df["after"]
     moved = ~measures.same_but_whitespace(b, a)
     out = np.zeros(df.height, dtype=bool)
-    same = np.flatnonzero(moved & measures.same_word_bytes(b, a))
+    # by regex (while the kernels compile) the test would cost what it saves
+    same = np.flatnonzero(moved & measures.same_word_bytes(b, a) if measures.compiled() else moved)
     if len(same):
         sub = df[same]
         got = sub.select(_norm("before") == _norm("after")).to_series().to_numpy()
