@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from pipeline import storage
+from pipeline.filter import measures
 from pipeline.parts import read_output, scan_output
 from pipeline.report import plots
 from pipeline.report.common import counts, stats
@@ -33,13 +34,24 @@ def _reason_head(col: str) -> pl.Expr:
 MEASURED = ["id", "language", "repo", "author_is_bot"]  # kept beside the measures
 
 
+def _tokens(s: pl.Series) -> pl.Series:
+    """TOKEN_PATTERN's matches per text, compiled where it can be (filter/measures.py);
+    missing text stays missing."""
+    counts = pl.Series(s.name, measures.tokens(s.fill_null("")), pl.Int64)
+    return (
+        counts
+        if not s.has_nulls()
+        else pl.select(pl.when(s.is_null()).then(None).otherwise(counts)).to_series()
+    )
+
+
 def with_measures(items: pl.LazyFrame) -> pl.LazyFrame:
     """Adds tokens, comment_chars, lines_changed, file_type, bot (the distribution columns)."""
     text = pl.concat_str(["comment", "before", "after", "context"], separator="\n")
     name = pl.col("path").str.split("/").list.last()
     ext = name.str.extract(r"(\.[^.]+)$", 1)
     return items.with_columns(
-        tokens=text.str.count_matches(TOKEN_PATTERN).cast(pl.Int64),
+        tokens=text.map_batches(_tokens, return_dtype=pl.Int64),
         comment_chars=pl.col("comment").str.len_chars().cast(pl.Int64),
         lines_changed=(pl.col("lines_removed") + pl.col("lines_added")).cast(pl.Int64),
         file_type=pl.when(ext.is_not_null())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from pipeline.filter.kinds.common import any_pattern, text
@@ -46,17 +47,16 @@ def _count(lines: pl.Expr, hash_lang: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     return code, comments
 
 
-def hit(rule: Rule, found: Found) -> pl.Expr:
-    language = pl.col("language").fill_null("")
-    code_lang = ~language.is_in(list(PROSE_LANGUAGES))
-    hash_lang = language.is_in(list(HASH_COMMENT_LANGUAGES))
-    added = _lines("after", code_lang & text("after").str.contains(_ANY_COMMENT))
+def _commented() -> pl.Expr:
+    """The rule's test on rows in code (not prose) whose sides hold a line comment."""
+    hash_lang = pl.col("language").fill_null("").is_in(list(HASH_COMMENT_LANGUAGES))
+    added = _lines("after", text("after").str.contains(_ANY_COMMENT))
     code, _ = _count(added, hash_lang)
     adds_code = code * 2 > added.list.len().cast(pl.Int64)
     # or it only takes commented-out code away: every line either side a line comment
-    removed = _lines("before", code_lang & text("before").str.contains(_ANY_COMMENT))
+    removed = _lines("before", text("before").str.contains(_ANY_COMMENT))
     rm_code, rm_comments = _count(removed, hash_lang)
-    add_all = _lines("after", code_lang & text("before").str.contains(_ANY_COMMENT))
+    add_all = _lines("after", text("before").str.contains(_ANY_COMMENT))
     _, add_comments = _count(add_all, hash_lang)
     n_removed = removed.list.len().cast(pl.Int64)
     drops_code = (
@@ -64,7 +64,26 @@ def hit(rule: Rule, found: Found) -> pl.Expr:
         & (rm_comments == n_removed)
         & (add_comments == add_all.list.len().cast(pl.Int64))
     )
-    out = code_lang & (adds_code | drops_code)
+    return adds_code | drops_code
+
+
+def _hit(s: pl.Series) -> pl.Series:
+    """_commented on the rows it can hold for: in code, a line comment on either side (the
+    line lists are the rule's cost, and most items hold no line comment)."""
+    df = s.struct.unnest()
+    code_lang = ~pl.col("language").fill_null("").is_in(list(PROSE_LANGUAGES))
+    some = text("after").str.contains(_ANY_COMMENT) | text("before").str.contains(_ANY_COMMENT)
+    rows = df.select(code_lang & some).to_series().arg_true()
+    out = np.zeros(df.height, dtype=bool)
+    if len(rows):
+        got = df[rows].select(_commented()).to_series().fill_null(False).to_numpy()
+        out[rows.to_numpy()[got]] = True
+    return pl.Series(out)
+
+
+def hit(rule: Rule, found: Found) -> pl.Expr:
+    sides = pl.struct("language", "before", "after")
+    out = sides.map_batches(_hit, return_dtype=pl.Boolean)
     if rule.params["except_patterns"]:
         out = out & ~any_pattern(rule, "comment", "except_patterns")
     return out
