@@ -2,6 +2,7 @@
 items (1M by default), against baselines run in the same process tree, in alternating rounds.
 
     python bench/run.py [--items N] [--rounds R] [--keep DIR] [--no-until-ingest] [--json]
+                        [--baseline DIR]
 
 Contenders, each a child process of this script, the order rotating per round:
   run     `editcurate run ITEMS --out DIR --force --json` (`python -m pipeline.cli`): ingest,
@@ -9,6 +10,8 @@ Contenders, each a child process of this script, the order rotating per round:
   floor   the I/O floor of ingest: `polars.read_ndjson(ITEMS).write_parquet(...)` of the same
           JSON lines, nothing else (the least any ingest of them could cost).
   ingest  `editcurate run ITEMS --until ingest --force --json` alone (--no-until-ingest: not run).
+  baseline  with --baseline DIR: `editcurate run` of another checkout (`git worktree add DIR
+          COMMIT`), its package first on PYTHONPATH: the before of a change, side by side.
 
 Each child is measured by os.wait4: wall time, CPU time (user + sys of the child, threads and
 the children it reaped included) and peak RSS (ru_maxrss). From `run --json` also each stage's
@@ -69,11 +72,11 @@ def floor_child(src: Path, dst: Path) -> None:
     print(json.dumps({"work_cpu_s": e.user + e.system - t.user - t.system}))
 
 
-def run_child(args: list[str], log: Path, env: dict[str, str]) -> dict[str, Any]:
+def run_child(args: list[str], log: Path, env: dict[str, str], cwd: Path = ROOT) -> dict[str, Any]:
     """One child: its wall, CPU (user + sys, wait4) and peak RSS, and its stdout."""
     with open(log, "w") as err, tempfile.TemporaryFile("w+") as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env, cwd=ROOT)
+        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env, cwd=cwd)
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -92,17 +95,24 @@ def run_child(args: list[str], log: Path, env: dict[str, str]) -> dict[str, Any]
     }
 
 
-def measure(name: str, data: Path, work: Path, tag: str, env: dict[str, str]) -> dict[str, Any]:
+def measure(
+    name: str, data: Path, work: Path, tag: str, env: dict[str, str], baseline: Path | None = None
+) -> dict[str, Any]:
     exe = [sys.executable, "-m", "pipeline.cli", "run", str(data), "--force", "--json"]
     out = work / f"out-{name}"
     remove(out)  # a fresh --out per round
-    if name == "run":
+    cwd = ROOT
+    if name == "baseline":  # the other checkout's package first, run from its folder
+        assert baseline is not None
+        env = {**env, "PYTHONPATH": os.pathsep.join([str(baseline), env["PYTHONPATH"]])}
+        args, cwd = [*exe, "--out", str(out)], baseline
+    elif name == "run":
         args = [*exe, "--out", str(out)]
     elif name == "ingest":
         args = [*exe, "--out", str(out), "--until", "ingest"]
     else:
         args = [sys.executable, __file__, "--floor", str(data), str(out)]
-    r = run_child(args, work / "logs" / f"{name}-{tag}.stderr", env)
+    r = run_child(args, work / "logs" / f"{name}-{tag}.stderr", env, cwd)
     res = json.loads(r.pop("stdout"))
     if name == "floor":
         r["work_cpu_s"] = res["work_cpu_s"]
@@ -198,7 +208,7 @@ def show(res: dict[str, Any]) -> None:
         f"{'':>8} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9} {'us/item':>8} "
         f"{'CPU run/x':>11} {'wall run/x':>12}"
     )
-    for name in ("run", "floor", "ingest"):
+    for name in ("run", "baseline", "floor", "ingest"):
         if name not in res:
             continue
         m = res[name]
@@ -207,20 +217,26 @@ def show(res: dict[str, Any]) -> None:
             f"{name:>8} {m['wall_s']:8.2f} {m['cpu_s']:8.2f} {m['peak_mib']:9,.0f} "
             f"{m['us_per_item']:8.1f} {ratio}"
         )
-    run = res["run"]
+    run, base = res["run"], res.get("baseline")
     print("\nrun, per stage (the stage's cpu_s and wall_s from `run --json`):")
-    print(f"{'':>14} {'CPU s':>8} {'wall s':>8} {'us/item':>8} {'of CPU':>7}")
+    print(
+        f"{'':>14} {'CPU s':>8} {'wall s':>8} {'us/item':>8} {'of CPU':>7}"
+        + (f" {'baseline CPU s':>15}" if base else "")
+    )
     for s, c in run["stages"].items():
         print(
             f"{s:>14} {c:8.2f} {run['stage_wall'][s]:8.2f} {c / n * 1e6:8.1f} "
-            f"{c / run['cpu_s']:7.0%}"
+            f"{c / run['cpu_s']:7.0%}" + (f" {base['stages'].get(s, 0.0):15.2f}" if base else "")
         )
     print(
         "run, the command's CPU in parts (`cpu_s` of `run --json`; exit: wait4's CPU less "
         "process, the interpreter's teardown after the command):"
     )
     for p, c in run["parts"].items():
-        print(f"{p:>14} {c:8.2f} {'':>8} {c / n * 1e6:8.1f} {c / run['cpu_s']:7.0%}")
+        print(
+            f"{p:>14} {c:8.2f} {'':>8} {c / n * 1e6:8.1f} {c / run['cpu_s']:7.0%}"
+            + (f" {base['parts'].get(p, 0.0):15.2f}" if base else "")
+        )
     f = res["floor"]
     iv = res["ingest_vs_floor"]
     print(
@@ -254,6 +270,11 @@ def main() -> None:
         "--no-until-ingest", action="store_true", help="skip the `run --until ingest` baseline"
     )
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (git worktree add DIR COMMIT): its `editcurate run` alternates too",
+    )
     ap.add_argument("--generate-to", type=Path, help=argparse.SUPPRESS)  # the child's job
     ap.add_argument("--floor", nargs=2, type=Path, help=argparse.SUPPRESS)  # the child's job
     a = ap.parse_args()
@@ -285,10 +306,11 @@ def main() -> None:
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
     )
-    names = ["run", "floor"] + ([] if a.no_until_ingest else ["ingest"])
+    names = ["run", *(["baseline"] if a.baseline else []), "floor"]
+    names += [] if a.no_until_ingest else ["ingest"]
     t = time.perf_counter()
     for name in names:
-        measure(name, data, work, "warmup", env)
+        measure(name, data, work, "warmup", env, a.baseline)
     print(
         f"warm-up round (untimed) {time.perf_counter() - t:.0f}s: numba compiles the kernels "
         f"on the first run of this code (cache: {cache_root()}), the page cache takes the items"
@@ -296,7 +318,7 @@ def main() -> None:
     rounds: list[dict[str, dict[str, Any]]] = []
     for i in range(a.rounds):
         order = names[i % len(names) :] + names[: i % len(names)]
-        r = {name: measure(name, data, work, f"r{i + 1}", env) for name in order}
+        r = {name: measure(name, data, work, f"r{i + 1}", env, a.baseline) for name in order}
         rounds.append({name: r[name] for name in names})
         print(
             f"round {i + 1}: "

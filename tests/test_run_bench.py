@@ -59,3 +59,15 @@ def test_goals_for_1m_not_judged_at_other_sizes():
     res = bench.summarise([one(3.0, 1.0, 0.1, 0.1)], 20_000)
     assert res["goals"]["wall_1m"]["met"] is None and res["goals"]["peak_1m"]["met"] is None
     assert res["goals"]["cpu_per_item"]["met"] is False  # 150 us per item
+
+
+def test_a_baseline_checkout_is_a_contender_with_its_stages_and_ratio():
+    rounds = []
+    for cpu, base in ((100.0, 120.0), (110.0, 150.0)):
+        r = one(cpu, 80.0, 2.0, 2.0)
+        r["baseline"] = {**one(base, 90.0, 3.0, 2.0)["run"]}
+        rounds.append(r)
+    res = bench.summarise(rounds, 1_000_000)
+    assert res["baseline"]["stages"]["ingest"] == 3.0
+    assert res["baseline"]["ratio_cpu"] == (100 / 120 + 110 / 150) / 2  # ours / the baseline's
+    bench.show(res)  # prints the baseline's row and its column of stages

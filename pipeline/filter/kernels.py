@@ -10,7 +10,8 @@ Python per item. Each gives polars' (Rust regex's) answer exactly, or says it ca
   rows (a byte above ASCII: Unicode's \\w and \\s) are the caller's to count by the regex.
 - `word_sets`: unrelated_sides' figures: each side's non-blank lines (NONBLANK_LINE_RE,
   Unicode whitespace included) and distinct words (WORD_RE, ASCII only), and the distinct
-  words both share. Words are told apart by their bytes (hashed only to sort them).
+  words both share. Words are told apart by their bytes (hashed only to find them in a
+  table).
 
 The tests compare each with the regex it replaces, on every kind of text.
 """
@@ -221,77 +222,29 @@ def _words(d, s, e, starts, lens, hashes):
 
 
 @nb.njit(nogil=True, cache=True)
-def _sift(keys, order, root, end):
-    while 2 * root + 1 < end:
-        child = 2 * root + 1
-        if child + 1 < end and keys[order[child + 1]] > keys[order[child]]:
-            child += 1
-        if keys[order[root]] >= keys[order[child]]:
-            return
-        order[root], order[child] = order[child], order[root]
-        root = child
+def _insert(d, st, ln, h, w, slots, stamps, stamp, mask):
+    """Adds word w to the open-addressing table (slots valid where stamps == stamp): whether
+    it was not in it yet (words with one hash told apart by their bytes)."""
+    k = h[w] & mask
+    while stamps[k] == stamp:
+        x = slots[k]
+        if h[x] == h[w] and ln[x] == ln[w] and _same2(d, st[x], d, st[w], ln[w]):
+            return False
+        k = (k + np.uint64(1)) & mask
+    stamps[k], slots[k] = stamp, w
+    return True
 
 
 @nb.njit(nogil=True, cache=True)
-def _heapsort(keys, order, m):
-    """order[:m] = 0 .. m - 1 sorted by keys (a heap sort: numba's own sorts take seconds
-    longer to compile, on every first run)."""
-    for k in range(m):
-        order[k] = k
-    for root in range(m // 2 - 1, -1, -1):
-        _sift(keys, order, root, m)
-    for end in range(m - 1, 0, -1):
-        order[0], order[end] = order[end], order[0]
-        _sift(keys, order, 0, end)
-
-
-@nb.njit(nogil=True, cache=True)
-def _distinct(d, starts, lens, hashes, m, order, out):
-    """The distinct words of the first m (by bytes) into out, ordered by hash; how many.
-    `order`: a work buffer as long."""
-    _heapsort(hashes, order, m)
-    k = 0
-    run = 0  # where the distinct words of the current hash start in out
-    for t in range(m):
-        w = order[t]
-        if k > 0 and hashes[out[k - 1]] == hashes[w]:
-            for x in range(run, k):
-                if lens[out[x]] == lens[w] and _same2(d, starts[out[x]], d, starts[w], lens[w]):
-                    break
-            else:
-                out[k] = w
-                k += 1
-        else:
-            run = k
-            out[k] = w
-            k += 1
-    return k
-
-
-@nb.njit(nogil=True, cache=True)
-def _shared(ad, a_st, a_ln, a_h, oa, ka, bd, b_st, b_ln, b_h, ob, kb):
-    """Distinct words in both lists (each ordered by hash, as _distinct leaves them)."""
-    i = j = c = 0
-    while i < ka and j < kb:
-        ha, hb = a_h[oa[i]], b_h[ob[j]]
-        if ha < hb:
-            i += 1
-        elif ha > hb:
-            j += 1
-        else:
-            i2, j2 = i, j
-            while i2 < ka and a_h[oa[i2]] == ha:
-                i2 += 1
-            while j2 < kb and b_h[ob[j2]] == hb:
-                j2 += 1
-            for x in range(i, i2):
-                for y in range(j, j2):
-                    wa, wb = oa[x], ob[y]
-                    if a_ln[wa] == b_ln[wb] and _same2(ad, a_st[wa], bd, b_st[wb], a_ln[wa]):
-                        c += 1
-                        break
-            i, j = i2, j2
-    return c
+def _holds(d, st, ln, h, slots, stamps, stamp, mask, wd, ws, wl, wh):
+    """Whether the table holds the word of bytes wd[ws : ws + wl], hash wh."""
+    k = wh & mask
+    while stamps[k] == stamp:
+        x = slots[k]
+        if h[x] == wh and ln[x] == wl and _same2(d, st[x], wd, ws, wl):
+            return True
+        k = (k + np.uint64(1)) & mask
+    return False
 
 
 @nb.njit(nogil=True, cache=True)
@@ -311,7 +264,10 @@ def word_sets(ad, ao, bd, bo, min_lines):
     a_st, a_ln = np.empty(cap, np.int64), np.empty(cap, np.int64)
     b_st, b_ln = np.empty(cap, np.int64), np.empty(cap, np.int64)
     a_h, b_h = np.empty(cap, np.uint64), np.empty(cap, np.uint64)
-    oa, ob, work = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
+    # one table a side, grown as a row needs; a row's entries are those stamped with it
+    size = 64
+    a_slots, a_stamps = np.empty(size, np.int64), np.zeros(size, np.int64)
+    b_slots, b_stamps = np.empty(size, np.int64), np.zeros(size, np.int64)
     for r in range(n):
         lines_a[r] = _nonblank_lines(ad, ao[r], ao[r + 1])
         lines_b[r] = _nonblank_lines(bd, bo[r], bo[r + 1])
@@ -319,10 +275,20 @@ def word_sets(ad, ao, bd, bo, min_lines):
             continue
         ma = _words(ad, ao[r], ao[r + 1], a_st, a_ln, a_h)
         mb = _words(bd, bo[r], bo[r + 1], b_st, b_ln, b_h)
-        ka = _distinct(ad, a_st, a_ln, a_h, ma, work, oa)
-        kb = _distinct(bd, b_st, b_ln, b_h, mb, work, ob)
-        words_a[r], words_b[r] = ka, kb
-        shared[r] = _shared(ad, a_st, a_ln, a_h, oa, ka, bd, b_st, b_ln, b_h, ob, kb)
+        while size < 2 * max(ma, mb):
+            size *= 2
+            a_slots, a_stamps = np.empty(size, np.int64), np.zeros(size, np.int64)
+            b_slots, b_stamps = np.empty(size, np.int64), np.zeros(size, np.int64)
+        mask, stamp = np.uint64(size - 1), r + 1
+        ka = kb = both = 0
+        for w in range(ma):
+            ka += _insert(ad, a_st, a_ln, a_h, w, a_slots, a_stamps, stamp, mask)
+        for w in range(mb):
+            if _insert(bd, b_st, b_ln, b_h, w, b_slots, b_stamps, stamp, mask):
+                kb += 1
+                at = (a_st, a_ln, a_h, a_slots, a_stamps, stamp, mask)
+                both += _holds(ad, *at, bd, b_st[w], b_ln[w], b_h[w])
+        words_a[r], words_b[r], shared[r] = ka, kb, both
     return lines_a, lines_b, words_a, words_b, shared
 
 

@@ -51,7 +51,7 @@ def with_measures(items: pl.LazyFrame) -> pl.LazyFrame:
     name = pl.col("path").str.split("/").list.last()
     ext = name.str.extract(r"(\.[^.]+)$", 1)
     return items.with_columns(
-        tokens=text.map_batches(_tokens, return_dtype=pl.Int64),
+        tokens=text.map_batches(_tokens, return_dtype=pl.Int64, is_elementwise=True),
         comment_chars=pl.col("comment").str.len_chars().cast(pl.Int64),
         lines_changed=(pl.col("lines_removed") + pl.col("lines_added")).cast(pl.Int64),
         file_type=pl.when(ext.is_not_null())
