@@ -124,6 +124,17 @@ def compiling_ahead(module: str, package: str | None = None) -> bool:
     return any(module.startswith(p + ".") for p in _AHEAD)
 
 
+def warm_mark(module: str) -> Path | None:
+    """The file a finished warm-up of a kernel module ("pipeline.filter.kernels") leaves in
+    its cache folder, so a run can tell, importing nothing, that it need not start one again
+    (None where numba's own cache location stands)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return None
+    folder = Path(__file__).resolve().parent.joinpath(*module.split(".")[1:-1])
+    name = module.removeprefix(PACKAGE + ".")
+    return cache_root() / f"{name}-{package_digest(str(folder))}" / "warmed"
+
+
 def none_cached(package: str) -> bool | None:
     """Whether no kernel module of the package ("pipeline.dedup") has a folder in the kernel
     cache for the package's current code: its kernels are all still to compile. Read from the

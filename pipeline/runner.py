@@ -34,7 +34,7 @@ from pipeline.console import console, progress
 from pipeline.errors import DataError
 from pipeline.executors import batches, worker_cpu_s, worker_nodes, writer
 from pipeline.executors.contract import merge
-from pipeline.jit import compiling_ahead, none_cached, uncached_kernels
+from pipeline.jit import compiling_ahead, none_cached, uncached_kernels, warm_mark
 from pipeline.parts import Parts, read_schema, read_table, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
@@ -317,9 +317,14 @@ IDLE_NICE = 19  # ... and of those of a stage that does not wait for them (Stage
 
 def _unready(stage: Stage) -> bool:
     """Whether a stage that does not wait for its warm-ups has kernels still to compile (one
-    killed part-way leaves some): its warm-ups' modules say, by `ready()`."""
-    mods = {str(ref).partition(":")[0] for ref in stage.warm}
-    return not all(resolve(f"{m}:ready")() for m in sorted(mods))
+    killed part-way leaves some): no mark of a finished warm-up in their cache folder
+    (jit.warm_mark; importing nothing: numba loaded before ingest slowed it by a tenth), or
+    where there is none, its warm-ups' modules say, by `ready()`."""
+    mods = sorted({str(ref).partition(":")[0] for ref in stage.warm})
+    marks = [warm_mark(m) for m in mods]
+    if all(marks):
+        return not all(m.exists() for m in marks if m is not None)
+    return not all(resolve(f"{m}:ready")() for m in mods)
 
 
 class CompileAhead:

@@ -11,15 +11,27 @@ worker, a stage run on its own), the first call compiles them here, as dedup's d
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 
 from pipeline import jit
-from pipeline.filter import kernels as K
 from pipeline.filter.regex import NONBLANK_LINE_RE, WORD_RE
 from pipeline.schema import TOKEN_PATTERN
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
 _compiled = False  # once true, true for the rest of the process
+KERNELS = "pipeline.filter.kernels"
+
+
+def _k() -> ModuleType:
+    """The kernels, imported on first use: numba is not loaded into a run before the filter
+    runs (a stage key imports this module; numba loaded before ingest slowed it by a tenth)."""
+    return importlib.import_module(KERNELS)
 
 
 def compiled() -> bool:
@@ -27,13 +39,14 @@ def compiled() -> bool:
     no warm-up of this process's run is compiling them."""
     global _compiled
     if not _compiled:
-        _compiled = K.ready() or not jit.compiling_ahead(K.__name__)
+        _compiled = not jit.compiling_ahead(KERNELS) or _k().ready()
     return _compiled
 
 
 def same_but_whitespace(b: pl.Series, a: pl.Series, kernel: bool | None = None) -> np.ndarray:
     """Rows equal once all whitespace (`\\s`) is removed. `kernel`: force one way (tests)."""
     if compiled() if kernel is None else kernel:
+        K = _k()
         return K.ws_equal(*K.buffers(b.to_arrow()), *K.buffers(a.to_arrow()))
     ws = r"\s+"
     return (b.str.replace_all(ws, "") == a.str.replace_all(ws, "")).to_numpy()
@@ -42,6 +55,7 @@ def same_but_whitespace(b: pl.Series, a: pl.Series, kernel: bool | None = None) 
 def same_word_bytes(b: pl.Series, a: pl.Series, kernel: bool | None = None) -> np.ndarray:
     """Rows whose ASCII word characters (`[A-Za-z0-9_]`) read the same, in order."""
     if compiled() if kernel is None else kernel:
+        K = _k()
         return K.word_bytes_equal(*K.buffers(b.to_arrow()), *K.buffers(a.to_arrow()))
     other = r"[^A-Za-z0-9_]+"
     return (b.str.replace_all(other, "") == a.str.replace_all(other, "")).to_numpy()
@@ -51,6 +65,7 @@ def tokens(s: pl.Series, kernel: bool | None = None) -> np.ndarray:
     """TOKEN_PATTERN's matches per row (compiled for ASCII text, by the regex elsewhere)."""
     if not (compiled() if kernel is None else kernel):
         return s.str.count_matches(TOKEN_PATTERN).cast(pl.Int64).to_numpy()
+    K = _k()
     count, odd = K.tokens(*K.buffers(s.to_arrow()))
     rows = np.flatnonzero(odd)
     if len(rows):
@@ -65,6 +80,7 @@ def word_sets(
     (NONBLANK_LINE_RE), and where both have min_lines, their distinct words (WORD_RE) and
     those both share (else 0)."""
     if compiled() if kernel is None else kernel:
+        K = _k()
         return K.word_sets(*K.buffers(b.to_arrow()), *K.buffers(a.to_arrow()), min_lines)
     df = pl.DataFrame({"b": b, "a": a})
     lines = [pl.col(f).str.count_matches(NONBLANK_LINE_RE).cast(pl.Int64) for f in "ba"]
