@@ -239,6 +239,7 @@ class Pipeline:
         results: list[StageResult] = []
         t0 = time.time()
         ahead = CompileAhead(todo, cfg)  # first, so that it overlaps all of what follows
+        finished = False
         try:
             # what the config names (rules, benchmarks, earlier runs) is checked before the
             # first stage runs, by the later stages' keys, kept for their runs (the first's
@@ -254,8 +255,9 @@ class Pipeline:
                         on_stage(stage, result)
                     if stage.check is not None:
                         resolve(stage.check)(result.manifest)
+            finished = True
         finally:
-            ahead.close()
+            ahead.close(finished)
         return Run(cfg.run_dir, results, time.time() - t0, self.stages)
 
 

@@ -313,6 +313,7 @@ def _warm_cold(stage: Stage) -> bool:
 
 LATER_NICE = 10  # the CPU priority of the warm-ups of a stage other than the first cold one
 IDLE_NICE = 19  # ... and of those of a stage that does not wait for them (Stage.warm_waits)
+IDLE_WAIT_S = 30.0  # how long a finished run lets those finish
 
 
 def _unready(stage: Stage) -> bool:
@@ -325,6 +326,12 @@ def _unready(stage: Stage) -> bool:
     if all(marks):
         return not all(m.exists() for m in marks if m is not None)
     return not all(resolve(f"{m}:ready")() for m in mods)
+
+
+def _begun(stage: Stage) -> bool:
+    """Whether a warm-up of the stage began in an earlier run (a file beside its mark)."""
+    marks = [warm_mark(str(ref).partition(":")[0]) for ref in stage.warm]
+    return any(m is not None and m.with_name("begun").exists() for m in marks)
 
 
 class CompileAhead:
@@ -343,6 +350,8 @@ class CompileAhead:
         # a stage that does not wait (Stage.warm_waits) has its kernels compiled once the
         # others' are: on a core its run leaves idle, not in the time they take
         self.deferred = [s for s in cold if not s.warm_waits]
+        # those an earlier run began and stopped: this one lets them finish (close)
+        self.idle = {s.name for s in self.deferred if _begun(s)}
         if not cold:
             return
         self.payload = cfg.model_dump_json().encode()
@@ -404,11 +413,20 @@ class CompileAhead:
                 )
             log.close()
 
-    def close(self) -> None:
+    def close(self, finished: bool = False) -> None:
+        """Stops what is left; after a finished run, first lets the warm-ups of a stage that
+        did not wait for them finish (up to IDLE_WAIT_S) where an earlier run began them:
+        stopped with every short run, they would start again with the next, and a first
+        run does not wait."""
         with self.lock:
             self.closed = True
-        for procs in self.running.values():
+        for name, procs in self.running.items():
             for _, proc, log in procs:
+                if finished and name in self.idle:
+                    try:
+                        proc.wait(IDLE_WAIT_S)
+                    except subprocess.TimeoutExpired:
+                        pass
                 proc.kill()
                 proc.wait()
                 log.close()
