@@ -116,23 +116,36 @@ def _compile_unliteral() -> None:
 _AHEAD: set[str] = set()  # packages whose kernels a warm-up of this process is compiling
 
 
-def compiling_ahead(module: str, package: str | None = None) -> bool:
-    """Whether a warm-up started by this process (runner.CompileAhead) is compiling the
-    kernels of `module` ("pipeline.filter.kernels"); given `package`, notes that one is."""
-    if package is not None:
-        _AHEAD.add(package)
+def note_compiling_ahead(package: str) -> None:
+    """Notes that a warm-up started by this process (runner.CompileAhead) is compiling the
+    kernels of `package` ("pipeline.filter")."""
+    _AHEAD.add(package)
+
+
+def compiling_ahead(module: str) -> bool:
+    """Whether a warm-up started by this process is compiling the kernels of `module`
+    ("pipeline.filter.kernels")."""
     return any(module.startswith(p + ".") for p in _AHEAD)
 
 
-def warm_mark(module: str) -> Path | None:
-    """The file a finished warm-up of a kernel module ("pipeline.filter.kernels") leaves in
-    its cache folder, so a run can tell, importing nothing, that it need not start one again
-    (None where numba's own cache location stands)."""
+WARMED, BEGUN = "warmed", "begun"  # a warm-up's marks: finished, started
+
+
+def warm_mark(module: str, state: str = WARMED) -> Path | None:
+    """The file a warm-up of a kernel module ("pipeline.filter.kernels") leaves in its cache
+    folder as it starts (BEGUN) and when it has finished (WARMED), so a run can tell,
+    importing nothing, whether to start one again (None where numba's own cache location
+    stands)."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return None
-    folder = Path(__file__).resolve().parent.joinpath(*module.split(".")[1:-1])
+    folder = _package_folder(module.rpartition(".")[0])
     name = module.removeprefix(PACKAGE + ".")
-    return cache_root() / f"{name}-{package_digest(str(folder))}" / "warmed"
+    return cache_root() / f"{name}-{package_digest(str(folder))}" / state
+
+
+def _package_folder(package: str) -> Path:
+    """The source folder of a package of this project ("pipeline.dedup")."""
+    return Path(__file__).resolve().parent.joinpath(*package.split(".")[1:])
 
 
 def none_cached(package: str) -> bool | None:
@@ -142,7 +155,7 @@ def none_cached(package: str) -> bool | None:
     where numba's own cache location stands (NUMBA_CACHE_DIR)."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return None
-    folder = Path(__file__).resolve().parent.joinpath(*package.split(".")[1:])
+    folder = _package_folder(package)
     prefix = package.removeprefix(PACKAGE + ".") + "."
     root = cache_root()
     try:
@@ -157,11 +170,18 @@ def none_cached(package: str) -> bool | None:
     return not any(n.startswith(prefix) and n.endswith("-" + digest) for n in names)
 
 
-def in_cache(kernel: Any) -> bool:
-    """Whether a cached numba kernel (`njit(cache=True)`) has an index in its cache yet."""
+def _index(kernel: Any) -> str | None:
+    """Where a cached numba kernel (`njit(cache=True)`) keeps its cache's index (None: not
+    such a kernel)."""
     cache_file = getattr(getattr(kernel, "_cache", None), "_cache_file", None)
     index = getattr(cache_file, "_index_path", None)
-    return isinstance(index, str) and os.path.exists(index)
+    return index if isinstance(index, str) else None
+
+
+def in_cache(kernel: Any) -> bool:
+    """Whether a cached numba kernel has an index in its cache yet."""
+    index = _index(kernel)
+    return index is not None and os.path.exists(index)
 
 
 def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -172,11 +192,9 @@ def uncached_kernels(modules: Iterable[str]) -> tuple[list[str], list[str]]:
     for name in sorted(set(modules)):
         mod = sys.modules.get(name)
         for attr, v in sorted(vars(mod).items()) if mod is not None else ():
-            cache = getattr(v, "_cache", None)
-            index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-            if getattr(v, "__module__", None) == name and isinstance(index, str):
+            if getattr(v, "__module__", None) == name and _index(v) is not None:
                 every.append(f"{name}.{attr}")
-                if not os.path.exists(index):
+                if not in_cache(v):
                     out.append(f"{name}.{attr}")
     return out, every
 
@@ -244,15 +262,25 @@ def warm_items() -> pa.Table:
 
 def _warm_main() -> int:
     """`python -m pipeline.jit REF [NICE]`: runs warm-up REF (module:function) with the run's
-    config, read as JSON from stdin, at CPU priority NICE (os.nice)."""
+    config, read as JSON from stdin, at CPU priority NICE (os.nice), marking its start and
+    its end in the module's kernel cache folder (warm_mark)."""
     from pipeline.config import Config
     from pipeline.stage import resolve
 
     if len(sys.argv) > 2 and int(sys.argv[2]):
         os.nice(int(sys.argv[2]))
     cfg = Config.model_validate_json(sys.stdin.read())
+    module = sys.argv[1].partition(":")[0]
+    _touch(warm_mark(module, BEGUN))
     resolve(sys.argv[1])(cfg)
+    _touch(warm_mark(module, WARMED))  # its kernels are in the cache now
     return 0
+
+
+def _touch(mark: Path | None) -> None:
+    if mark is not None:
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
 
 
 if __name__ == "__main__":

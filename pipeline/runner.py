@@ -34,7 +34,7 @@ from pipeline.console import console, progress
 from pipeline.errors import DataError
 from pipeline.executors import batches, worker_cpu_s, worker_nodes, writer
 from pipeline.executors.contract import merge
-from pipeline.jit import compiling_ahead, none_cached, uncached_kernels, warm_mark
+from pipeline.jit import BEGUN, none_cached, note_compiling_ahead, uncached_kernels, warm_mark
 from pipeline.parts import Parts, read_schema, read_table, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
@@ -316,12 +316,17 @@ IDLE_NICE = 19  # ... and of those of a stage that does not wait for them (Stage
 IDLE_WAIT_S = 30.0  # how long a finished run lets those finish
 
 
+def _warm_modules(stage: Stage) -> list[str]:
+    """The modules of a stage's warm-ups ("pipeline.filter.kernels")."""
+    return sorted({str(ref).partition(":")[0] for ref in stage.warm})
+
+
 def _unready(stage: Stage) -> bool:
     """Whether a stage that does not wait for its warm-ups has kernels still to compile (one
     killed part-way leaves some): no mark of a finished warm-up in their cache folder
     (jit.warm_mark; importing nothing: numba loaded before ingest slowed it by a tenth), or
     where there is none, its warm-ups' modules say, by `ready()`."""
-    mods = sorted({str(ref).partition(":")[0] for ref in stage.warm})
+    mods = _warm_modules(stage)
     marks = [warm_mark(m) for m in mods]
     if all(marks):
         return not all(m.exists() for m in marks if m is not None)
@@ -329,9 +334,9 @@ def _unready(stage: Stage) -> bool:
 
 
 def _begun(stage: Stage) -> bool:
-    """Whether a warm-up of the stage began in an earlier run (a file beside its mark)."""
-    marks = [warm_mark(str(ref).partition(":")[0]) for ref in stage.warm]
-    return any(m is not None and m.with_name("begun").exists() for m in marks)
+    """Whether a warm-up of the stage began in an earlier run (its BEGUN mark)."""
+    marks = [warm_mark(m, BEGUN) for m in _warm_modules(stage)]
+    return any(m is not None and m.exists() for m in marks)
 
 
 class CompileAhead:
@@ -363,8 +368,8 @@ class CompileAhead:
             # the next stage first: later ones have the stages between to compile in
             self._start(stage, LATER_NICE if k else 0)
         for stage in self.deferred:
-            package = str(stage.warm[0]).partition(":")[0].rpartition(".")[0]
-            compiling_ahead(package, package)
+            for module in _warm_modules(stage):
+                note_compiling_ahead(module.rpartition(".")[0])
         if self.deferred:
             procs = [p for procs in self.running.values() for _, p, _ in procs]
             threading.Thread(target=self._after, args=(procs,), daemon=True).start()

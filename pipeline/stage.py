@@ -86,7 +86,7 @@ class Stage:
     warm: tuple[Ref, ...] = field(default=(), compare=False)
     # False: the stage has a way for while its kernels compile (filter/measures.py): its
     # warm-ups run at the lowest priority, and it does not wait for them; their modules
-    # have `ready() -> bool` (every kernel in the cache)
+    # have `ready() -> bool` (every kernel in the cache), asked where jit.warm_mark is None
     warm_waits: bool = field(default=True, compare=False)
     doc: str = ""  # one line: what it does (its CLI command's help)
 

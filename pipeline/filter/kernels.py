@@ -22,7 +22,7 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
-from pipeline.jit import in_cache, use_kernel_cache, warm_mark
+from pipeline.jit import in_cache, use_kernel_cache
 
 use_kernel_cache()  # before the first njit(cache=True) below
 
@@ -300,14 +300,8 @@ def ready() -> bool:
 
 def warm(cfg: object) -> None:
     """Compiles every kernel here (Stage.warm): each over a few texts, as the rules call them."""
-    mark = warm_mark(__name__)
-    if mark is not None:  # begun: a run that finds this and no mark waits for the next one
-        mark.parent.mkdir(parents=True, exist_ok=True)
-        mark.with_name("begun").touch()
     d, o = buffers(pa.array(["a b\n", "x\u00a0y\n\tz", ""], pa.large_string()))
     ws_equal(d, o, d, o)
     word_bytes_equal(d, o, d, o)
     tokens(d, o)
     word_sets(d, o, d, o, 1)
-    if mark is not None and ready():  # a run need not start this warm-up again
-        mark.touch()

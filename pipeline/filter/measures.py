@@ -43,30 +43,39 @@ def compiled() -> bool:
     return _compiled
 
 
+def _kernels(kernel: bool | None) -> ModuleType | None:
+    """The kernels where they are to run (`kernel`: force one way, for the tests), else None."""
+    return _k() if (compiled() if kernel is None else kernel) else None
+
+
+def _buffers(K: ModuleType, *cols: pl.Series) -> list[np.ndarray]:
+    """The columns' bytes and offsets, one pair after another, as the kernels take them."""
+    return [x for c in cols for x in K.buffers(c.to_arrow())]
+
+
+def _same_once_removed(b: pl.Series, a: pl.Series, rx: str) -> np.ndarray:
+    return (b.str.replace_all(rx, "") == a.str.replace_all(rx, "")).to_numpy()
+
+
 def same_but_whitespace(b: pl.Series, a: pl.Series, kernel: bool | None = None) -> np.ndarray:
     """Rows equal once all whitespace (`\\s`) is removed. `kernel`: force one way (tests)."""
-    if compiled() if kernel is None else kernel:
-        K = _k()
-        return K.ws_equal(*K.buffers(b.to_arrow()), *K.buffers(a.to_arrow()))
-    ws = r"\s+"
-    return (b.str.replace_all(ws, "") == a.str.replace_all(ws, "")).to_numpy()
+    if K := _kernels(kernel):
+        return K.ws_equal(*_buffers(K, b, a))
+    return _same_once_removed(b, a, r"\s+")
 
 
 def same_word_bytes(b: pl.Series, a: pl.Series, kernel: bool | None = None) -> np.ndarray:
     """Rows whose ASCII word characters (`[A-Za-z0-9_]`) read the same, in order."""
-    if compiled() if kernel is None else kernel:
-        K = _k()
-        return K.word_bytes_equal(*K.buffers(b.to_arrow()), *K.buffers(a.to_arrow()))
-    other = r"[^A-Za-z0-9_]+"
-    return (b.str.replace_all(other, "") == a.str.replace_all(other, "")).to_numpy()
+    if K := _kernels(kernel):
+        return K.word_bytes_equal(*_buffers(K, b, a))
+    return _same_once_removed(b, a, r"[^A-Za-z0-9_]+")
 
 
 def tokens(s: pl.Series, kernel: bool | None = None) -> np.ndarray:
     """TOKEN_PATTERN's matches per row (compiled for ASCII text, by the regex elsewhere)."""
-    if not (compiled() if kernel is None else kernel):
+    if not (K := _kernels(kernel)):
         return s.str.count_matches(TOKEN_PATTERN).cast(pl.Int64).to_numpy()
-    K = _k()
-    count, odd = K.tokens(*K.buffers(s.to_arrow()))
+    count, odd = K.tokens(*_buffers(K, s))
     rows = np.flatnonzero(odd)
     if len(rows):
         count[rows] = s.gather(rows).str.count_matches(TOKEN_PATTERN).to_numpy()
@@ -79,9 +88,8 @@ def word_sets(
     """(lines_b, lines_a, words_b, words_a, shared): each side's non-blank lines
     (NONBLANK_LINE_RE), and where both have min_lines, their distinct words (WORD_RE) and
     those both share (else 0)."""
-    if compiled() if kernel is None else kernel:
-        K = _k()
-        return K.word_sets(*K.buffers(b.to_arrow()), *K.buffers(a.to_arrow()), min_lines)
+    if K := _kernels(kernel):
+        return K.word_sets(*_buffers(K, b, a), min_lines)
     df = pl.DataFrame({"b": b, "a": a})
     lines = [pl.col(f).str.count_matches(NONBLANK_LINE_RE).cast(pl.Int64) for f in "ba"]
     enough = (lines[0] >= min_lines) & (lines[1] >= min_lines)

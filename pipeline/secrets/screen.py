@@ -10,6 +10,7 @@ the regex cannot match there."""
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ def _nested_class(pattern: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)  # the filter's rules ask again for every batch
 def screen(pattern: str) -> Screen | None:
     """The literal screen of a prefilter in Python syntax, or None (scan every row): also for
     a pattern the two parsers may read apart, and for an ignore-case string that is not ASCII
