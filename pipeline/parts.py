@@ -432,6 +432,12 @@ class Writer:
         self.pending[name] = [rest] if rest.num_rows else []
         self.rows[name] = rest.num_rows
 
+    def restart(self, name: str) -> None:
+        """The row-group grid of output `name` starts again at the next row: what is
+        pending is one (short) row group (shapes.parquet's row groups start at each scope)."""
+        if self.size is not None and self.rows[name]:
+            self._write(name, self.rows[name])
+
     def close(self) -> None:
         for name in self.schemas:
             if self.rows[name]:

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
-from pipeline.executors.contract import BatchFn, PartFn, RangeFn, Result, TaskFn
+from pipeline.executors.contract import BatchFn, KeyRangeFn, PartFn, RangeFn, Result, TaskFn
 from pipeline.parts import Parts, Writer, scan_output, with_rows
 from pipeline.reorder import ranges, scatter
 from pipeline.storage import Location
@@ -138,6 +139,46 @@ def partitioned(
 
         return ray_partitioned(cfg.run, src, key, columns, fn, ctx)
     return [fn(scan_output(src).select(columns), ctx)]
+
+
+def range_count(cfg: Config, rows: int) -> int:
+    """How many key ranges `by_range` cuts `rows` rows into: 1 locally; on Ray one per
+    ROWS_PER_CUT rows, at least one per CPU. A stage takes it once: a cluster that loses a
+    node midway must not change it between two passes over the same keys."""
+    if cfg.run.executor == "ray":
+        from pipeline.executors.ray import ensure_ray, partitions
+
+        return partitions(ensure_ray(cfg.run), rows)
+    return 1
+
+
+def by_range(
+    cfg: Config,
+    pieces: list[Any],
+    key: str,
+    columns: list[str],
+    count: int,
+    fn: KeyRangeFn,
+    ctx: Any,
+    schemas: dict[str, pa.Schema],
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """fn(rows, p, ctx) -> (result, {output: table}) for each of `count` ranges p of the
+    uint64 column `key` (range p holds the keys k with k * count >> 64 == p: ranges come in
+    key order), over the rows of `pieces` (only `columns`), rows in piece order within a
+    range; (result, outputs) in range order. `pieces` are a stage's own per-batch tables:
+    what `batches` gave with `held` (on Ray they stay with the workers). Locally `count` is
+    1 (range_count) and fn gets every row. On Ray a shuffle of tasks (ray_by_range): the
+    results come to the driver, the outputs (`schemas`) stay with the workers, for
+    `writer`. For work that is whole within one value of a key but needs no order across
+    values (shapes' groups at one scope)."""
+    if cfg.run.executor == "ray":
+        from pipeline.executors.ray import ray_by_range
+
+        yield from ray_by_range(cfg.run, pieces, key, columns, count, fn, ctx, schemas)
+        return
+    assert count == 1, "locally every row is in one range (range_count)"
+    frames = [p if isinstance(p, pl.DataFrame) else pl.DataFrame(pl.from_arrow(p)) for p in pieces]
+    yield fn(pl.concat([f.select(columns) for f in frames], rechunk=False), 0, ctx)
 
 
 def reordered(

@@ -23,6 +23,9 @@ TaskFn = Callable[[Any, Any], Iterator[tuple[dict[str, Any], dict[str, Any]]]]
 PartFn = Callable[[pl.LazyFrame, Any], Any]
 # fn(rows, k, ctx) -> {output name: table}: the rows of range k of target slots, in slot order
 RangeFn = Callable[[pa.Table, int, Any], dict[str, pa.Table]]
+# fn(rows, p, ctx) -> (result, {output name: table}): the rows whose key falls in key range p,
+# in input order (by_range: shapes' groups, whole within one range of their key)
+KeyRangeFn = Callable[[pl.DataFrame, int, Any], tuple[Any, dict[str, Any]]]
 
 
 def merge(total: dict[Any, Any], part: dict[Any, Any]) -> None:

@@ -11,8 +11,9 @@ yields only counts and row counts to read, its tables left in Ray's object store
 each part (`_write_part`) in the row groups a local run writes, so the files are
 byte-identical. Whole-stage steps write their rows the same way (decontaminate's, shapes',
 export's), and rows put in another order go through a shuffle of tasks (`ray_reordered`:
-dedup's, spread's). Results a stage uses itself (`batches` for dedup's per-item work and
-shapes' keys) come to the driver as Arrow tables (`_results`). A stage's
+dedup's, spread's), and work whole within a key's range through a shuffle of tasks over
+the tables the workers keep (`ray_by_range`: shapes' groups). Results a stage uses itself
+(`batches` for dedup's per-item work) come to the driver as Arrow tables (`_results`). A stage's
 manifest counts Ray's CPU time with the driver's (`worker_cpu_s`: a local instance's
 processes as the OS counts them; on a cluster, what each task reports its worker spent on
 it).
@@ -20,6 +21,7 @@ it).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -32,7 +34,7 @@ import pyarrow as pa
 
 from pipeline import storage
 from pipeline.errors import EnvError
-from pipeline.executors.contract import BatchFn, PartFn, RangeFn, Result, TaskFn
+from pipeline.executors.contract import BatchFn, KeyRangeFn, PartFn, RangeFn, Result, TaskFn
 from pipeline.parts import (
     Parts,
     PartSink,
@@ -338,16 +340,17 @@ def ray_held(
 
 
 def _write_part(
-    spec: tuple[Location | str, pa.Schema, dict[str, Any], int | None, int],
+    spec: tuple[Location | str, pa.Schema, dict[str, Any], int | None, int, list[int]],
     pieces: list[tuple[str, int, int]],
     *tables: pa.Table,
 ) -> tuple[dict[str, Any], str]:
     """Part file `path` from the pieces' rows, in row groups cut where a local run cuts
-    them (at every `size` rows of the whole output; this part's first row is `first`), each
-    one chunk (parts.Writer); `size` None: each piece's rows as they came (parts.Writer
-    too). What the task spent (_spent) and the part's sha256."""
+    them (at every `size` rows of the whole output from the last row where the grid
+    restarted, `origins`, and at each origin; this part's first row is `first`), each one
+    chunk (parts.Writer); `size` None: each piece's rows as they came (parts.Writer too).
+    What the task spent (_spent) and the part's sha256."""
     t0 = time.process_time()
-    path, schema, opts, size, first = spec
+    path, schema, opts, size, first, origins = spec
     rows = [t.slice(start, n) for (_, start, n), t in zip(pieces, tables, strict=True)]
     if size is None:
         with PartWriter(path, schema, **opts) as w:
@@ -358,7 +361,10 @@ def _write_part(
     with PartWriter(path, schema, **opts) as w:
         at = 0
         while at < whole.num_rows:
-            end = min(whole.num_rows, ((first + at) // size + 1) * size - first)
+            row = first + at
+            o = origins[int(np.searchsorted(origins, row, side="right")) - 1]
+            nxt = [x for x in origins if x > row][:1] or [first + whole.num_rows]
+            end = min(whole.num_rows, o + ((row - o) // size + 1) * size - first, nxt[0] - first)
             group = whole.slice(at, end - at).combine_chunks()
             w.write_table(group, row_group_size=max(group.num_rows, 1))
             at = end
@@ -388,6 +394,8 @@ class RayParts:
         }
         self.queue: dict[str, deque[Held]] = {n: deque() for n in schemas}
         self.queued = dict.fromkeys(schemas, 0)
+        self.added = dict.fromkeys(schemas, 0)  # rows of each output so far
+        self.origins: dict[str, list[int]] = {n: [0] for n in schemas}  # see restart
         self.jobs: deque[tuple[Any, PartSink, str]] = deque()  # a write, its sink and part
         self.window = _window(self.ray)
         # on a failure, before the sinks drop their temp folders: no write still running
@@ -408,9 +416,15 @@ class RayParts:
                 continue
             self.queue[name].append(b)
             self.queued[name] += b.rows
+            self.added[name] += b.rows
             part = self.sinks[name].part_rows
             while self.queued[name] >= part:
                 self._part(name, part)
+
+    def restart(self, name: str) -> None:
+        """parts.Writer.restart: the row-group grid of `name` starts again at the next row."""
+        if self.origins[name][-1] != self.added[name]:
+            self.origins[name].append(self.added[name])
 
     def _part(self, name: str, rows: int) -> None:
         """The next part of output `name`: the first `rows` rows queued."""
@@ -431,6 +445,7 @@ class RayParts:
             sink.opts,
             self.size,
             sink.k * sink.part_rows,
+            self.origins[name],
         )
         where = [(h.name, h.start, h.rows) for h in pieces]
         job = self.write.remote(spec, where, *[h.ref for h in pieces])
@@ -483,7 +498,7 @@ def ray_partitioned(
     if parts.num_rows <= ROWS_PER_CUT:  # one partition's worth: held here, as a task would
         return [fn(scan_output(src).select(columns), ctx)]
     ray = ensure_ray(run)
-    cuts = _partitions(ray, parts.num_rows)
+    cuts = partitions(ray, parts.num_rows)
     cut = spread(ray, _cut, num_returns=cuts + 1)
     gather = spread(ray, _gather, num_returns=2)
     pieces = [cut.remote(r, columns, key, cuts) for r, _ in _reads(parts)]
@@ -498,7 +513,7 @@ def ray_partitioned(
     return results
 
 
-def _partitions(ray: Any, rows: int) -> int:
+def partitions(ray: Any, rows: int) -> int:
     """A shuffle's partitions: one per ROWS_PER_CUT rows, at least one per CPU."""
     return max(int(ray.cluster_resources().get("CPU", 1)), 1, -(-rows // ROWS_PER_CUT))
 
@@ -541,7 +556,7 @@ def ray_reordered(
         return
     ray = ensure_ray(run)
     names = list(schemas)
-    groups = min(len(ks), _partitions(ray, len(slots)))
+    groups = min(len(ks), partitions(ray, len(slots)))
     bounds = np.linspace(0, len(ks), groups + 1).astype(np.int64)  # group g: ks[b[g]:b[g+1]]
     group_of = np.repeat(np.arange(groups), np.diff(bounds))  # per range
     cut = spread(ray, _cut_ranges, num_returns=groups + 1)
@@ -575,6 +590,102 @@ def ray_reordered(
         if nxt < groups:
             pending.append(submit(nxt))
             nxt += 1
+
+
+def ray_by_range(
+    run: RunConfig,
+    pieces: list[Any],
+    key: str,
+    columns: list[str],
+    count: int,
+    fn: KeyRangeFn,
+    ctx: Any,
+    schemas: dict[str, pa.Schema],
+) -> Iterator[tuple[Any, dict[str, Held]]]:
+    """executors.by_range on Ray: a shuffle of plain tasks, as ray_partitioned's, over
+    tables left in the object store (`Held` rows; a table the driver made is put there). A
+    task per run of about ROWS_PER_READ rows of pieces cuts them (only `columns`) by key
+    range (`_cut_held`); a task per range joins its pieces in order and runs fn
+    (`_gather_range`). Its result comes to the driver (a copy: nothing of it stays mapped
+    from the object store); its outputs, cast to their schemas, stay there as `Held` rows
+    for RayParts. Ranges are gathered in order, two per CPU ahead of the one read."""
+    ray = ensure_ray(run)
+    held = [p if isinstance(p, Held) else _put(ray, p) for p in pieces]
+    names = list(schemas)
+    cut = spread(ray, _cut_held, num_returns=count + 1)
+    gather = spread(ray, _gather_range, num_returns=2 + len(names))
+    cuts = []
+    for run_ in _held_reads(held):
+        where = [(h.start, h.rows) for h in run_]
+        cuts.append(cut.remote(columns, key, count, where, *[h.ref for h in run_]))
+    for c in cuts:  # the cutting tasks' CPU and node
+        _count(_get(ray, c[-1]))
+    shared = ray.put(ctx)
+
+    def submit(p: int) -> Any:
+        mine = [c[p] for c in cuts]
+        for c in cuts:
+            c[p] = None  # freed once its range is gathered
+        return gather.remote(fn, shared, p, schemas, *mine)
+
+    pending = deque(submit(p) for p in range(min(_window(ray), count)))
+    nxt = len(pending)
+    while pending:
+        refs = pending.popleft()
+        meta = _get(ray, refs[0])
+        _count(meta)
+        result = copy.deepcopy(_get(ray, refs[1]))  # numpy arrays come as views of the store
+        rows = meta["rows"]
+        yield result, {n: Held(refs[2 + j], n, 0, rows[n]) for j, n in enumerate(names) if rows[n]}
+        if nxt < count:
+            pending.append(submit(nxt))
+            nxt += 1
+
+
+def _put(ray: Any, t: Any) -> Held:
+    table = as_table(t)
+    return Held(ray.put(table), "", 0, table.num_rows)
+
+
+def _held_reads(held: list[Held]) -> list[list[Held]]:
+    """Held pieces in runs of about ROWS_PER_READ rows, in order (at least one run)."""
+    reads: list[list[Held]] = [[]]
+    rows = 0
+    for h in held:
+        if reads[-1] and rows + h.rows > ROWS_PER_READ:
+            reads.append([])
+            rows = 0
+        reads[-1].append(h)
+        rows += h.rows
+    return reads
+
+
+def _cut_held(
+    columns: list[str], key: str, count: int, where: list[tuple[int, int]], *tables: pa.Table
+) -> list[Any]:
+    """Pieces' rows ((start, rows) of each table; only `columns`) cut into `count` tables by
+    range of the uint64 `key`, rows in order; last, the task's CPU time and node."""
+    t0 = time.process_time()
+    rows = [t.slice(s, n).select(columns) for (s, n), t in zip(where, tables, strict=True)]
+    t = pa.concat_tables(rows)
+    k = t[key].to_numpy().astype(np.uint64)
+    part = (((k >> np.uint64(32)) * np.uint64(count)) >> np.uint64(32)).astype(np.int64)
+    return [*_cut_by(t, part, count), _spent(t0)]
+
+
+def _gather_range(
+    fn: KeyRangeFn, ctx: Any, p: int, schemas: dict[str, pa.Schema], *pieces: pa.Table
+) -> list[Any]:
+    """A key range's pieces joined in order, fn run on them: first the rows of each output
+    and the task's CPU time and node, then fn's result, then each output's table cast to
+    its schema (None where fn gave none), in `schemas` order."""
+    t0 = time.process_time()
+    frame = pl.from_arrow(pa.concat_tables(pieces))
+    assert isinstance(frame, pl.DataFrame)
+    result, outs = fn(frame, p, ctx)
+    tables = {n: as_table(b).cast(schemas[n]) for n, b in outs.items()}
+    meta = {"rows": {n: tables[n].num_rows if n in tables else 0 for n in schemas}}
+    return [{**meta, **_spent(t0)}, result, *[tables.get(n) for n in schemas]]
 
 
 def _cut_ranges(
