@@ -15,7 +15,14 @@ from pipeline.verify import verify_run
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "editcurate.toml"
 
 
-def test_the_ray_executor_writes_the_same_bytes_as_the_local_one(tmp_path, ray_local):
+def test_the_ray_executor_writes_the_same_bytes_as_the_local_one(tmp_path, ray_local, monkeypatch):
+    from pipeline.executors import ray as on_ray
+    from pipeline.shapes import group
+
+    # (read in the driver only) shapes' groups in many key ranges on Ray, and its rows in
+    # row groups that cross ranges, parts and scopes
+    monkeypatch.setattr(on_ray, "ROWS_PER_CUT", 32)
+    monkeypatch.setattr(group, "CHUNK", 7)
     runs = {}
     for executor in ("local", "ray"):
         p = Pipeline.from_config(
@@ -90,7 +97,8 @@ def test_on_ray_the_workers_write_the_parts_and_their_cpu_is_counted(
         assert 0 < m["workers_cpu_s"] <= m["cpu_s"]
 
 
-ROW_OUTPUTS = {  # outputs holding items' rows (the others are aux: edges, clusters, shapes)
+WORKER_OUTPUTS = {  # outputs holding a row per item (the others are aux: edges, clusters)
+    "shapes.parquet",  # (a row per item and scope)
     "items.parquet",
     "kept.parquet",
     "removed.parquet",
@@ -103,8 +111,9 @@ ROW_OUTPUTS = {  # outputs holding items' rows (the others are aux: edges, clust
 def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypatch, policy):
     """Every stage's rows of items (dedup's put in id order over many ranges; decontaminate's
     with a benchmark that removes some; shapes' under cap, which removes some, and spread,
-    which reorders kept; export's sft split files) never pass through the driver: with the
-    driver's part writer broken for them, a Ray run writes the local run's bytes."""
+    which reorders kept, and its shapes rows, grouped in many key ranges; export's sft split
+    files) never pass through the driver: with the driver's part writer broken for them, a
+    Ray run writes the local run's bytes."""
     from pipeline.dedup import write as dedup_write
     from pipeline.executors import ray as on_ray
     from pipeline.executors.ray import Held, RayParts
@@ -115,6 +124,7 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
     monkeypatch.setattr(dedup_write, "PART_ROWS", 8)  # dedup's rows in many ranges, grouped
     monkeypatch.setattr(on_ray, "ROWS_PER_READ", 50)  # many cutting tasks: ranges in pieces
     monkeypatch.setattr(shapes_stage, "BATCH", 16)  # shapes' rows in many spans
+    monkeypatch.setattr(on_ray, "ROWS_PER_CUT", 32)  # shapes' groups in many key ranges
     over = {
         "dedup.batch_size": 23,  # decontaminate's batches too
         "export.format": "sft",
@@ -132,12 +142,19 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
     write, add = PartSink.write_table, RayParts.add
 
     def not_here(self, *a, **k):
-        assert self.dest.name not in ROW_OUTPUTS, f"the driver wrote rows of {self.dest}"
+        assert self.dest.name not in WORKER_OUTPUTS, f"the driver wrote rows of {self.dest}"
         write(self, *a, **k)
 
     def only_held(self, outs):  # rows the workers keep, never tables here
         assert all(isinstance(v, Held) for v in outs.values()), outs
         add(self, outs)
+
+    by_range, ranged = on_ray.ray_by_range, []
+
+    def keys_held(run, pieces, *a, **k):  # shapes' key frames stay with the workers too
+        assert all(isinstance(p, Held) for p in pieces), "key frames came to the driver"
+        ranged.append(a[2])  # the ranges
+        yield from by_range(run, pieces, *a, **k)
 
     runs = {}
     for executor in ("local", "ray"):
@@ -145,6 +162,7 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
             if executor == "ray":
                 m.setattr(PartSink, "write_table", not_here)
                 m.setattr(RayParts, "add", only_held)
+                m.setattr(on_ray, "ray_by_range", keys_held)
             runs[executor] = (
                 Pipeline.from_config(
                     SAMPLE, overrides={**over, "run.name": executor, "run.executor": executor}
@@ -152,6 +170,7 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
                 .run()
                 .path
             )
+    assert len(ranged) == 8 and min(ranged) > 2, ranged  # two passes a scope, many ranges
     for stage in ("dedup", "decontaminate", *(("shapes",) if policy == "cap" else ())):
         assert read_output(runs["ray"] / stage / "removed.parquet").height >= 2, stage
     assert len(part_files(runs["ray"] / "dedup" / "kept.parquet")) >= 3

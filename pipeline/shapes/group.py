@@ -11,11 +11,16 @@ Everything here works on the compact rows of columns.key_frame (one per item: sh
 digit flag, per scope the 128-bit sha256 of the group key), never on the items' text. A group
 is one distinct key; groups are numbered in key order (the hex shape_key, then the next 64
 bits where two keys share it), sizes and ranks are numpy and polars over those rows.
+
+A group is whole within one range of its key's first 64 bits, so each scope is worked a range
+at a time (`scope_range`; the stage's ranges are executors.by_range's, on Ray a task each),
+the numbering continued from the ranges before; `Gathered` keeps what the driver needs of
+each range. `analyse` runs every scope as one range, in memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,16 +53,6 @@ def _groups(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return gid, np.bincount(ranked, minlength=1)[gid].astype(np.int64)
 
 
-def number_groups(keys: pl.DataFrame) -> pl.DataFrame:
-    """keys plus `group_<scope>` and `size_<scope>` for every scope, less the `_l_<scope>`
-    words (they only tell groups apart)."""
-    cols = []
-    for scope in SHAPE_SCOPES:
-        gid, size = _groups(keys[f"_k_{scope}"].to_numpy(), keys[f"_l_{scope}"].to_numpy())
-        cols += [pl.Series(f"group_{scope}", gid), pl.Series(f"size_{scope}", size)]
-    return keys.drop(f"_l_{scope}" for scope in SHAPE_SCOPES).with_columns(cols)
-
-
 def _size_bucket(n: int) -> str:
     for hi, label in ((1, "1"), (2, "2"), (4, "3-4"), (9, "5-9"), (49, "10-49")):
         if n <= hi:
@@ -65,63 +60,196 @@ def _size_bucket(n: int) -> str:
     return "50+"
 
 
+SHAPES = "shapes.parquet"  # the output scope_range makes: SHAPES_SCHEMA rows
+
+
+def scope_columns(scope: str, s: ShapesConfig, keeper: list[str], have: list[str]) -> list[str]:
+    """The key_frame columns scope_range reads at `scope` (of those the frame has)."""
+    want = ["_row", "id", "digit_only", "shape_text", f"_k_{scope}", f"_l_{scope}"]
+    if scope == s.scope and s.policy == "cap":
+        want += [c for c in have if c.startswith("_rank")]
+    if scope == s.scope and s.policy == "spread":
+        want.append("_ih")
+    return [c for c in have if c in want]
+
+
+def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One key range of one scope's groups (executors.by_range: a group is whole in the
+    range of its key, the ranges in key order): the groups numbered from `offsets[p]` (the
+    groups of the ranges before), the shapes rows sorted (group, id, row), and what the
+    driver gathers (Gathered.add): group sizes, the largest groups, cap's removed rows, the
+    per-row groups annotate and spread need. ctx: (scope, config, keeper, offsets, with
+    `_row` in the shapes rows)."""
+    scope, s, keeper, offsets, with_rows = ctx
+    hi = frame[f"_k_{scope}"].to_numpy()
+    local, size = _groups(hi, frame[f"_l_{scope}"].to_numpy())
+    sizes, per = np.unique(np.bincount(local), return_counts=True) if len(local) else ((), ())
+    g = frame.with_columns(
+        pl.Series("_g", local + offsets[p], pl.Int64), pl.Series("_size", size, pl.Int64)
+    )
+    order = g.select(pl.arg_sort_by("_g", "id", "_row")).to_series()
+    want = ["id", "shape_text", "digit_only", "_g", "_size", "_row", f"_k_{scope}"]
+    rows = g.select(want)[order]  # one copy: of what the shapes rows hold
+    res: dict[str, Any] = {
+        "sizes": {int(k): int(c) for k, c in zip(sizes, per, strict=True)},
+        "digit_only": int(frame["digit_only"].sum()),
+    }
+    if scope == s.scope:
+        firsts = rows.filter((pl.col("_g") != pl.col("_g").shift(1)).fill_null(True))
+        big = firsts.filter(pl.col("_size") > 1).sort(["_size", "_g"], descending=[True, False])
+        res["largest"] = big.head(10).select("_g", "_size", "digit_only", "_row", "shape_text")
+        if s.policy == "cap":
+            res["removed"] = cap_groups(g.rename({"_g": f"group_{scope}"}), s, keeper)
+        if s.policy == "spread":
+            res |= {"key": hi, "ih": frame["_ih"].to_numpy()}
+    if s.policy == "annotate" or (s.policy == "spread" and scope == s.scope):
+        res |= {"rows": frame["_row"].to_numpy(), "group": g["_g"].to_numpy(), "size": size}
+        if s.policy == "annotate":
+            res["digit"] = frame["digit_only"].to_numpy()
+    out = rows.select(
+        "id",
+        pl.lit(scope).alias("scope"),
+        pl.Series("shape_key", hex16(rows[f"_k_{scope}"].to_numpy()), pl.String),
+        "shape_text",
+        "digit_only",
+        pl.col("_g").alias("group_id"),
+        pl.col("_size").alias("group_size"),
+        *(["_row"] if with_rows else []),
+    )
+    return res, {SHAPES: out}
+
+
+def group_count(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[int, dict[str, Any]]:
+    """How many groups one key range of scope `ctx` holds (by_range): the offsets of the
+    ranges after it."""
+    k = frame.select(pl.struct(f"_k_{ctx}", f"_l_{ctx}").n_unique()).item() if frame.height else 0
+    return int(k), {}
+
+
 @dataclass
 class ShapesResult:
-    keys: pl.DataFrame  # key_frame rows (input order) + group_<scope>, size_<scope>
-    removed: pl.DataFrame  # _row, scope, group_id, keeper_id
+    removed: pl.DataFrame  # _row, scope, group_id, keeper_id (input row order)
     batch_order: np.ndarray | None  # spread only
     counts: dict[str, Any]
     largest: list[dict[str, Any]]
     by_size: dict[str, dict[str, int]]
-    _id_rank: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def annotations(self) -> pl.DataFrame:
-        """Per input row: the group columns annotate adds to kept (described for the dataset
-        card in schema.SCOPED_COLUMN_DOCS and COLUMN_DOCS)."""
-        cols = [pl.col("_row")]
-        for scope in SHAPE_SCOPES:
-            cols += [
-                pl.col(f"group_{scope}").alias(f"shape_group_{scope}"),
-                pl.col(f"size_{scope}").alias(f"shape_size_{scope}"),
-            ]
-        return self.keys.select(*cols, pl.col("digit_only").alias("shape_digit_only"))
-
-    def id_rank(self) -> np.ndarray:
-        """Each row's place in (id, _row) order: shapes rows sort by it within a group."""
-        if self._id_rank is None:
-            order = self.keys.select(pl.arg_sort_by("id", "_row")).to_series().to_numpy()
-            self._id_rank = np.empty(len(order), np.int64)
-            self._id_rank[order] = np.arange(len(order))
-        return self._id_rank
-
-    def shape_parts(self, chunk: int = 0) -> Iterator[pl.DataFrame]:
-        """SHAPES_SCHEMA rows (+ `_row`) for every item at every scope, sorted (scope, group,
-        id), a part at a time."""
-        rank, chunk = self.id_rank(), chunk or CHUNK
-        cols = ["id", "shape_text", "digit_only", "_row"]
-        for scope in sorted(SHAPE_SCOPES):
-            gid = self.keys[f"group_{scope}"].to_numpy()
-            order = np.lexsort((rank, gid))
-            for start in range(0, max(len(order), 1), chunk):
-                at = order[start : start + chunk]
-                part = self.keys.select(*cols, f"_k_{scope}", f"group_{scope}", f"size_{scope}")
-                part = part[at]
-                yield part.select(
-                    "id",
-                    pl.lit(scope).alias("scope"),
-                    pl.Series("shape_key", hex16(part[f"_k_{scope}"].to_numpy()), pl.String),
-                    "shape_text",
-                    "digit_only",
-                    pl.col(f"group_{scope}").alias("group_id"),
-                    pl.col(f"size_{scope}").alias("group_size"),
-                    "_row",
-                )
+    # annotate: per input row, the group columns it adds to kept (described for the dataset
+    # card in schema.SCOPED_COLUMN_DOCS and COLUMN_DOCS)
+    annotations: pl.DataFrame | None = None
+    shape_rows: list[pl.DataFrame] = field(default_factory=list)  # analyse only
 
     @property
     def shapes(self) -> pl.DataFrame:
-        """All of shape_parts in one frame (tests and small runs)."""
-        return pl.concat(list(self.shape_parts()))
+        """SHAPES_SCHEMA rows (+ `_row`) for every item at every scope, sorted (scope,
+        group, id): what analyse made (tests and small runs)."""
+        return pl.concat(self.shape_rows)
+
+
+class Gathered:
+    """What the driver keeps of the scopes' key ranges (scope_range's results), for the
+    policy and the figures: per range its group sizes and largest groups; cap's removed
+    rows; per input row the groups annotate adds to kept (or spread orders by). No item
+    text: ids and shapes stay in the ranges."""
+
+    def __init__(self, n: int, s: ShapesConfig, keeper: list[str]):
+        self.n, self.s, self.keeper = n, s, keeper
+        self.sizes: dict[str, dict[int, int]] = {scope: {} for scope in SHAPE_SCOPES}
+        self.largest: list[pl.DataFrame] = []
+        self.removed: list[pl.DataFrame] = []
+        self.digit_only = 0
+        self.per_row: dict[str, np.ndarray] = {}
+        if s.policy == "annotate":
+            for scope in SHAPE_SCOPES:
+                self.per_row[f"shape_group_{scope}"] = np.zeros(n, np.int64)
+                self.per_row[f"shape_size_{scope}"] = np.zeros(n, np.int64)
+            self.per_row["shape_digit_only"] = np.zeros(n, np.bool_)
+        if s.policy == "spread":
+            self.per_row |= {
+                "key": np.zeros(n, np.uint64),
+                "size": np.zeros(n, np.int64),
+                "ih": np.zeros(n, np.uint64),
+            }
+
+    def ctx(self, scope: str, offsets: list[int], with_rows: bool = False) -> tuple[Any, ...]:
+        return scope, self.s, self.keeper, offsets, with_rows
+
+    def add(self, scope: str, res: dict[str, Any]) -> None:
+        for k, c in res["sizes"].items():
+            self.sizes[scope][k] = self.sizes[scope].get(k, 0) + c
+        if scope == sorted(SHAPE_SCOPES)[0]:  # every scope sees every row: count once
+            self.digit_only += res["digit_only"]
+        self.largest += [res["largest"]] if "largest" in res else []
+        self.removed += [res["removed"]] if "removed" in res else []
+        rows = res.get("rows")
+        if self.s.policy == "annotate":
+            self.per_row[f"shape_group_{scope}"][rows] = res["group"]
+            self.per_row[f"shape_size_{scope}"][rows] = res["size"]
+            self.per_row["shape_digit_only"][rows] = res["digit"]
+        if self.s.policy == "spread" and scope == self.s.scope:
+            for k in ("key", "size", "ih"):
+                self.per_row[k][rows] = res[k]
+
+    def result(self, fetch: Fetch) -> ShapesResult:
+        s, n = self.s, self.n
+        removed = (
+            pl.concat(self.removed).sort("_row")
+            if self.removed
+            else pl.DataFrame(
+                schema={
+                    "_row": pl.Int64,
+                    "scope": pl.String,
+                    "group_id": pl.Int64,
+                    "keeper_id": pl.String,
+                }
+            )
+        )
+        order, conflicts = None, 0
+        if s.policy == "spread":
+            r = self.per_row
+            order, conflicts = spread_positions(r["key"], r["size"], r["ih"], s.window, s.seed)
+        counts: dict[str, Any] = {
+            "items_in": n,
+            "kept": n - removed.height,
+            "removed": removed.height,
+            "digit_only": self.digit_only,
+            "digit_only_share": round(self.digit_only / n, 4) if n else 0.0,
+            "spread_conflicts": conflicts,
+        }
+        by_size: dict[str, dict[str, int]] = {}
+        for scope in SHAPE_SCOPES:
+            hist: dict[str, int] = {}
+            for k in sorted(self.sizes[scope]):
+                hist[_size_bucket(k)] = hist.get(_size_bucket(k), 0) + self.sizes[scope][k]
+            by_size[scope] = hist
+            big = {k: c for k, c in self.sizes[scope].items() if k > 1}
+            counts[f"groups_{scope}"] = sum(big.values())
+            counts[f"grouped_items_{scope}"] = sum(k * c for k, c in big.items())
+        notes = None
+        if s.policy == "annotate":
+            notes = pl.DataFrame({"_row": np.arange(n, dtype=np.int64), **self.per_row})
+        return ShapesResult(removed, order, counts, self._largest(fetch), by_size, notes)
+
+    def _largest(self, fetch: Fetch) -> list[dict[str, Any]]:
+        """The ten largest groups at the policy's scope (size > 1), each by its first
+        member in id order."""
+        if not self.largest:
+            return []
+        top = pl.concat(self.largest).sort(["_size", "_g"], descending=[True, False]).head(10)
+        items = fetch([int(r) for r in top["_row"]])
+        out = []
+        for g, item in zip(top.iter_rows(named=True), items.iter_rows(named=True), strict=True):
+            out.append(
+                {
+                    "group_id": int(g["_g"]),
+                    "size": int(g["_size"]),
+                    "digit_only": bool(g["digit_only"]),
+                    "path": item["path"],
+                    "repo": item["repo"],
+                    "shape_text": g["shape_text"][:200],
+                    "comment": item["comment"][:80],
+                }
+            )
+        return out
 
 
 def cap_groups(keys: pl.DataFrame, s: ShapesConfig, keeper: list[str]) -> pl.DataFrame:
@@ -196,69 +324,20 @@ def spread_order(
     )
 
 
-def _largest(res: ShapesResult, scope: str, fetch: Fetch) -> list[dict[str, Any]]:
-    """The ten largest groups at scope (size > 1), each by its first member in id order."""
-    k = res.keys
-    gid, size = k[f"group_{scope}"].to_numpy(), k[f"size_{scope}"].to_numpy()
-    t = np.lexsort((res.id_rank(), gid, -size))
-    t = t[size[t] > 1]
-    firsts = t[np.r_[True, gid[t][1:] != gid[t][:-1]]][:10] if len(t) else t
-    items = fetch([int(x) for x in k["_row"].to_numpy()[firsts]])
-    out = []
-    for r, item in zip(firsts, items.iter_rows(named=True), strict=True):
-        out.append(
-            {
-                "group_id": int(gid[r]),
-                "size": int(size[r]),
-                "digit_only": bool(k["digit_only"][int(r)]),
-                "path": item["path"],
-                "repo": item["repo"],
-                "shape_text": k["shape_text"][int(r)][:200],
-                "comment": item["comment"][:80],
-            }
-        )
-    return out
-
-
 def analyse(keys: pl.DataFrame, s: ShapesConfig, keeper: list[str], fetch: Fetch) -> ShapesResult:
-    """Groups, the policy's outcome and the figures, from the key_frame rows of every item."""
-    keys = number_groups(keys)
-    n = keys.height
-    removed = pl.DataFrame(
-        schema={"_row": pl.Int64, "scope": pl.String, "group_id": pl.Int64, "keeper_id": pl.String}
-    )
-    order, conflicts = None, 0
-    if s.policy == "cap":
-        removed = cap_groups(keys, s, keeper)
-    elif s.policy == "spread":
-        order, conflicts = spread_positions(
-            keys[f"_k_{s.scope}"].to_numpy(),
-            keys[f"size_{s.scope}"].to_numpy(),
-            keys["_ih"].to_numpy(),
-            s.window,
-            s.seed,
-        )
-    n_digit = int(keys["digit_only"].sum()) if n else 0
-    counts: dict[str, Any] = {
-        "items_in": n,
-        "kept": n - removed.height,
-        "removed": removed.height,
-        "digit_only": n_digit,
-        "digit_only_share": round(n_digit / n, 4) if n else 0.0,
-        "spread_conflicts": conflicts,
-    }
-    by_size: dict[str, dict[str, int]] = {}
-    for scope in SHAPE_SCOPES:
-        sizes = np.bincount(keys[f"group_{scope}"].to_numpy()) if n else np.zeros(0, np.int64)
-        hist: dict[str, int] = {}
-        for k, c in zip(*np.unique(sizes, return_counts=True), strict=True):
-            hist[_size_bucket(int(k))] = hist.get(_size_bucket(int(k)), 0) + int(c)
-        by_size[scope] = hist
-        counts[f"groups_{scope}"] = int((sizes > 1).sum())
-        counts[f"grouped_items_{scope}"] = int(sizes[sizes > 1].sum())
-    res = ShapesResult(keys, removed, order, counts, [], by_size)
-    res.largest = _largest(res, s.scope, fetch)
-    return res
+    """Groups, the policy's outcome, the figures and the shapes rows (`shape_rows`, with
+    `_row`), from the key_frame rows of every item: every scope in one key range, as a
+    local run's stage makes them."""
+    gathered = Gathered(keys.height, s, keeper)
+    rows = []
+    for scope in sorted(SHAPE_SCOPES):
+        cols = scope_columns(scope, s, keeper, keys.columns)
+        res, outs = scope_range(keys.select(cols), 0, gathered.ctx(scope, [0], with_rows=True))
+        gathered.add(scope, res)
+        rows.append(outs[SHAPES])
+    out = gathered.result(fetch)
+    out.shape_rows = rows
+    return out
 
 
 def find_shapes(df: pl.DataFrame, s: ShapesConfig, keeper: list[str]) -> ShapesResult:
@@ -269,5 +348,5 @@ def find_shapes(df: pl.DataFrame, s: ShapesConfig, keeper: list[str]) -> ShapesR
 
 def group_shapes(df: pl.DataFrame, s: ShapesConfig) -> pl.DataFrame:
     """SHAPES_SCHEMA rows (+ `_row`) for every item at every scope, sorted (scope, group, id)."""
-    keys = number_groups(key_frame(df, s.model_copy(update={"policy": "annotate"})))
-    return ShapesResult(keys, pl.DataFrame(), None, {}, [], {}).shapes
+    s = s.model_copy(update={"policy": "annotate"})
+    return find_shapes(df, s, []).shapes

@@ -7,10 +7,14 @@ together they can still blow up a training step, and split apart they leak. Grou
 (group.py) are written for every scope to shapes.parquet; `policy` acts on `scope`.
 
 Memory: the input is read a batch at a time, twice: first only the columns the shapes are
-computed from, each batch turned into compact rows (columns.key_frame: no item text is kept),
-then whole, streamed into kept and removed on the configured executor (on Ray the workers
-read and write those rows, given what analyse decided per row). Spread's kept is put in
-batch_order a range of positions at a time (pipeline/reorder.py), on the executor too.
+computed from, each batch turned into compact rows (columns.key_frame: no item text is kept;
+on Ray the rows stay with the workers), then whole, streamed into kept and removed on the
+configured executor (on Ray the workers read and write those rows, given what was decided
+per row). Between the two, each scope's groups are made a range of keys at a time
+(group.scope_range through executors.by_range: on Ray a shuffle of tasks that write
+shapes.parquet, the driver gathering only figures and fixed-width per-row outcomes,
+group.Gathered). Spread's kept is put in batch_order a range of positions at a time
+(pipeline/reorder.py), on the executor too.
 """
 
 from __future__ import annotations
@@ -27,11 +31,19 @@ from rich.table import Table
 from pipeline.config import SHAPE_SCOPES, Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
-from pipeline.executors import batches, reordered, writer
+from pipeline.executors import batches, by_range, range_count, reordered, writer
 from pipeline.jit import warm_items
 from pipeline.parts import ROW, Parts
+from pipeline.shapes import group
 from pipeline.shapes.columns import key_frame
-from pipeline.shapes.group import ShapesResult, analyse
+from pipeline.shapes.group import (
+    SHAPES,
+    Gathered,
+    ShapesResult,
+    group_count,
+    scope_columns,
+    scope_range,
+)
 
 if TYPE_CHECKING:
     from pipeline.runner import StageIO
@@ -53,6 +65,8 @@ REMOVED_EXTRA = [
     ("group_id", pa.int64()),
     ("keeper_id", pa.string()),
 ]
+SHAPES_OUT = {SHAPES: SHAPES_SCHEMA}
+KEYS = "keys"  # the key frames (columns.key_frame), the stage's own: never written
 BATCH = 20_000  # input rows per step: the per-item work holds two batches' text at a time
 SPREAD_BUCKET = 100_000  # spread: kept rows sorted in memory at a time
 
@@ -85,31 +99,61 @@ def _fetch(src: Parts, rows: list[int]) -> pl.DataFrame:
 
 
 def _key_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """key_frame of one input batch (rows numbered from 0: the driver shifts them)."""
+    """key_frame of one numbered input batch (its rows numbered as in the input)."""
     s, rank = ctx
-    return {"keys": key_frame(pl.DataFrame(pl.from_arrow(batch)), s, rank)}, {}
+    t = pa.Table.from_batches([batch])
+    at = int(t[ROW][0].as_py()) if t.num_rows else 0
+    return {KEYS: key_frame(pl.DataFrame(pl.from_arrow(t.drop_columns([ROW]))), s, rank, at)}, {}
 
 
-def _key_frames(
+def _key_pieces(
     cfg: Config, src: Parts, cols: list[str], rank: list[str] | None, bar: Any
-) -> list[pl.DataFrame]:
-    """key_frame of every input batch, on the configured executor (run.executor); locally
-    two at a time on threads: the kernels and polars release the GIL, so one batch's line
-    diffs overlap the other's hashing."""
+) -> tuple[list[Any], list[str]]:
+    """key_frame of every input batch, on the configured executor (run.executor), and the
+    key frames' columns: on Ray the frames stay with the workers; locally two batches at a
+    time on threads (the kernels and polars release the GIL, so one batch's line diffs
+    overlap the other's hashing)."""
     task = bar.add_task("shapes: line diffs", total=src.num_rows)
-    out: list[pl.DataFrame] = []
-    at = 0
+    empty = src.schema_arrow.empty_table().select(cols)
+    none = key_frame(pl.DataFrame(pl.from_arrow(empty)), cfg.shapes, rank)
+    held = {KEYS: none.to_arrow().schema}
+    out: list[Any] = []
     ctx = (cfg.shapes, rank)
-    for outs, _, rows in batches(cfg, src.path, _key_batch, ctx, BATCH, cols, threads=2):
-        keys = outs["keys"]
-        keys = keys if isinstance(keys, pl.DataFrame) else pl.DataFrame(pl.from_arrow(keys))
-        out.append(keys.with_columns(pl.col("_row") + at))
-        at += rows
+    for outs, _, rows in batches(
+        cfg, src.path, _key_batch, ctx, BATCH, cols, threads=2, held=held, numbered=True
+    ):
+        out += [outs[KEYS]] if KEYS in outs else []
         bar.advance(task, rows)
-    if not out:
-        empty = src.schema_arrow.empty_table().select(cols)
-        out.append(key_frame(pl.DataFrame(pl.from_arrow(empty)), cfg.shapes, rank))
-    return out
+    return out or [none], none.columns
+
+
+def _grouped(
+    cfg: Config, src: Parts, pieces: list[Any], have: list[str], io: StageIO, bar: Any
+) -> ShapesResult:
+    """Every scope's groups, a key range at a time (executors.by_range: on Ray the ranges
+    are tasks and the driver gets only their results), shapes.parquet written from the
+    ranges as they come (on Ray by the workers): what analyse does, past one process."""
+    s, keeper = cfg.shapes, list(cfg.dedup.keeper)
+    gathered = Gathered(src.num_rows, s, keeper)
+    count = range_count(cfg, src.num_rows)
+    task = bar.add_task("shapes: groups", total=len(SHAPE_SCOPES))
+    with ExitStack() as stack:
+        out = writer(cfg.run, io.sink, {SHAPES: SHAPES_SCHEMA}, group.CHUNK, stack)
+        for scope in sorted(SHAPE_SCOPES):
+            key, offsets = f"_k_{scope}", [0]
+            if count > 1:  # each range's groups are numbered after the ranges' before it
+                words = [key, f"_l_{scope}"]
+                found = by_range(cfg, pieces, key, words, count, group_count, scope, {})
+                offsets = np.cumsum([0, *[k for k, _ in found]])[:-1].tolist()
+            cols = scope_columns(scope, s, keeper, have)
+            ctx = gathered.ctx(scope, offsets)
+            for res, outs in by_range(cfg, pieces, key, cols, count, scope_range, ctx, SHAPES_OUT):
+                gathered.add(scope, res)
+                out.add(outs)
+            out.restart(SHAPES)  # each scope's rows start a row group
+            bar.advance(task)
+        out.close()
+    return gathered.result(lambda rows: _fetch(src, rows))
 
 
 def warm(cfg: Config) -> None:
@@ -117,7 +161,9 @@ def warm(cfg: Config) -> None:
     keeper = list(cfg.dedup.keeper)
     items = warm_items()
     cols = input_columns(cfg.shapes, keeper, items.column_names)
-    _key_batch(items.select(cols), (cfg.shapes, keeper if cfg.shapes.policy == "cap" else None))
+    numbered = items.select(cols).append_column(ROW, pa.array(range(items.num_rows), pa.int64()))
+    rank = keeper if cfg.shapes.policy == "cap" else None
+    _key_batch(numbered.combine_chunks().to_batches()[0], (cfg.shapes, rank))
 
 
 def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -127,9 +173,9 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     cols = input_columns(s, keeper, src.schema_arrow.names)
     rank = keeper if s.policy == "cap" else None
     with io.progress() as bar:
-        parts = _key_frames(cfg, src, cols, rank, bar)
-    res = analyse(pl.concat(parts, rechunk=False), s, keeper, lambda rows: _fetch(src, rows))
-    del parts
+        pieces, have = _key_pieces(cfg, src, cols, rank, bar)
+        res = _grouped(cfg, src, pieces, have, io, bar)
+    del pieces
     write_outputs(src, res, s, io)
     extra = {
         "policy": s.policy,
@@ -142,7 +188,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
-    """kept (input order, or batch_order for spread), removed (input order), shapes; the input
+    """kept (input order, or batch_order for spread) and removed (input order); the input
     is streamed a batch at a time, on the configured executor (on Ray, read and written by
     the workers)."""
     n = src.num_rows
@@ -172,9 +218,6 @@ def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -
     if spread:
         assert res.batch_order is not None, "analyse sets batch_order under policy 'spread'"
         _write_spread(src, res.batch_order, io)
-    with io.sink("shapes.parquet", SHAPES_SCHEMA) as w:
-        for part in res.shape_parts():
-            w.write_table(part.drop("_row").to_arrow().cast(SHAPES_SCHEMA))
 
 
 def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
