@@ -19,6 +19,7 @@ group.Gathered). Spread's kept is put in batch_order a range of positions at a t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +139,7 @@ def _grouped(
     count = range_count(cfg, src.num_rows)
     task = bar.add_task("shapes: groups", total=len(SHAPE_SCOPES))
     with ExitStack() as stack:
-        out = writer(cfg.run, io.sink, {SHAPES: SHAPES_SCHEMA}, group.CHUNK, stack)
+        out = writer(cfg.run, io.sink, SHAPES_OUT, group.CHUNK, stack)
         for scope in sorted(SHAPE_SCOPES):
             key, offsets = f"_k_{scope}", [0]
             if count > 1:  # each range's groups are numbered after the ranges' before it
@@ -149,11 +150,22 @@ def _grouped(
             ctx = gathered.ctx(scope, offsets)
             for res, outs in by_range(cfg, pieces, key, cols, count, scope_range, ctx, SHAPES_OUT):
                 gathered.add(scope, res)
-                out.add(outs)
+                for piece in _row_groups(outs.get(SHAPES)):
+                    out.add({SHAPES: piece})
             out.restart(SHAPES)  # each scope's rows start a row group
             bar.advance(task)
         out.close()
     return gathered.result(lambda rows: _fetch(src, rows))
+
+
+def _row_groups(rows: Any) -> Iterator[Any]:
+    """A range's shapes rows a row group at a time where they are a frame here (locally: a
+    whole scope, turned into Arrow a group at a time, not at once); held rows as they are."""
+    if not isinstance(rows, pl.DataFrame):
+        yield from [rows] if rows is not None else []
+        return
+    for at in range(0, rows.height, group.CHUNK):
+        yield rows.slice(at, group.CHUNK)
 
 
 def warm(cfg: Config) -> None:
