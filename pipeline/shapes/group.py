@@ -133,10 +133,19 @@ class ShapesResult:
     counts: dict[str, Any]
     largest: list[dict[str, Any]]
     by_size: dict[str, dict[str, int]]
-    # annotate: per input row, the group columns it adds to kept (described for the dataset
-    # card in schema.SCOPED_COLUMN_DOCS and COLUMN_DOCS)
-    annotations: pl.DataFrame | None = None
+    # annotate: per input row (arrays: on Ray a task's context maps them, not copies), the
+    # group columns it adds to kept (described for the dataset card in
+    # schema.SCOPED_COLUMN_DOCS and COLUMN_DOCS)
+    notes: dict[str, np.ndarray] | None = None
     shape_rows: list[pl.DataFrame] = field(default_factory=list)  # analyse only
+
+    @property
+    def annotations(self) -> pl.DataFrame | None:
+        """notes as a frame, with `_row`."""
+        if self.notes is None:
+            return None
+        n = len(next(iter(self.notes.values())))
+        return pl.DataFrame({"_row": np.arange(n, dtype=np.int64), **self.notes})
 
     @property
     def shapes(self) -> pl.DataFrame:
@@ -224,9 +233,7 @@ class Gathered:
             big = {k: c for k, c in self.sizes[scope].items() if k > 1}
             counts[f"groups_{scope}"] = sum(big.values())
             counts[f"grouped_items_{scope}"] = sum(k * c for k, c in big.items())
-        notes = None
-        if s.policy == "annotate":
-            notes = pl.DataFrame({"_row": np.arange(n, dtype=np.int64), **self.per_row})
+        notes = self.per_row if s.policy == "annotate" else None
         return ShapesResult(removed, order, counts, self._largest(fetch), by_size, notes)
 
     def _largest(self, fetch: Fetch) -> list[dict[str, Any]]:

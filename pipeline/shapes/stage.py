@@ -206,12 +206,13 @@ def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -
     n = src.num_rows
     gone = np.zeros(n, dtype=bool)
     gone[res.removed["_row"].to_numpy()] = True
-    removed = res.removed.sort("_row")
+    # Arrow and numpy, not polars: on Ray each task maps them from the object store (a polars
+    # frame is copied into every task, a row per item for annotate's notes)
+    removed = res.removed.sort("_row").to_arrow().combine_chunks()
     kept_schema = rem_schema = src.schema_arrow
-    notes = res.annotations if s.policy == "annotate" else None
-    if notes is not None:
-        for c in notes.columns[1:]:
-            kept_schema = kept_schema.append(pa.field(c, notes[c].to_arrow().type))
+    notes = res.notes if s.policy == "annotate" else None
+    for c, values in (notes or {}).items():
+        kept_schema = kept_schema.append(pa.field(c, pa.from_numpy_dtype(values.dtype)))
     for name, typ in REMOVED_EXTRA:
         rem_schema = rem_schema.append(pa.field(name, typ))
     spread = s.policy == "spread"
@@ -243,10 +244,8 @@ def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], 
     outs = {}
     if "kept.parquet" in schemas:
         k = t
-        if notes is not None:
-            part = notes.slice(at, t.num_rows)
-            for c in part.columns[1:]:
-                k = k.append_column(c, part[c].to_arrow())
+        for c, values in (notes or {}).items():
+            k = k.append_column(c, pa.array(values[at : at + t.num_rows]))
         if here.any():
             k = k.take(pa.array(np.flatnonzero(~here), pa.int64()))
         outs["kept.parquet"] = k.cast(schemas["kept.parquet"])
@@ -255,7 +254,7 @@ def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], 
     extra = removed.slice(done, out.num_rows)
     out = out.append_column("reason", pa.array(["edit_shape"] * out.num_rows, pa.string()))
     for name, typ in REMOVED_EXTRA[1:]:
-        out = out.append_column(name, extra[name].to_arrow().cast(typ))
+        out = out.append_column(name, extra[name].cast(typ))
     outs["removed.parquet"] = out.cast(schemas["removed.parquet"])
     return outs, {}
 
