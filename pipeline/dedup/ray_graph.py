@@ -1,4 +1,4 @@
-"""Connected components and ranked-keeper stars of the near edges, on Ray Data.
+"""Connected components and ranked-keeper stars of the near edges, on Ray.
 
 Why: past `dedup.driver_edges` candidate pairs, clusters.components and clusters.stars would
 hold every edge in the driver and walk them on one core. With run.executor = "ray" that
@@ -8,13 +8,16 @@ stay byte-identical.
 Method. The edges (a, b, j, k = the edge's original order) are a Ray dataset, made on Ray
 (ray_pairs.py).
 Components: large-star / small-star (Kiveris et al., "Connected Components in MapReduce and
-Beyond", SoCC 2014), rounds of Ray Data groupby over an edge dataset, as the Ray MinHash
-dedups of Data-Juicer and NeMo Curator do. Large-star joins each larger neighbour of a node u
-to m(u), the smallest of u and its neighbours; small-star joins a node and its smaller
-neighbours to the smallest of those. They alternate until the graph is a forest of stars each
-centred on its smallest node, which large-star checks locally as it goes (no node has both a
-smaller neighbour and another neighbour): each node's label is then its centre, the smallest
-node of its component, as clusters.components gives. A group is a bucket of nodes
+Beyond", SoCC 2014), rounds of a groupby over the edges, as the Ray MinHash dedups of
+Data-Juicer and NeMo Curator do; each groupby is plain Ray tasks (`_shuffle`: a task per
+block cuts its rows by bucket, a task per bucket runs the step), not Ray Data's, whose every
+execution cost seconds of planning here (144 s for a test graph of 13 rounds, now 8 s).
+Large-star joins each larger neighbour of a node u to m(u), the smallest of u and its
+neighbours; small-star joins a node and its smaller neighbours to the smallest of those.
+They alternate until the graph is a forest of stars each centred on its smallest node, which
+large-star checks locally as it goes (no node has both a smaller neighbour and another
+neighbour): each node's label is then its centre, the smallest node of its component, as
+clusters.components gives. A group is a bucket of nodes
 (node % buckets), not one node: one call does a bucket's nodes with vectorised numpy.
 Stars: a star never crosses a component, so the edges, keyed by their component (the labels
 broadcast through the object store) with their nodes' rank positions in `order`, are grouped
@@ -27,13 +30,14 @@ are their own component and keeper (j 1.0).
 from __future__ import annotations
 
 import math
-from functools import partial
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.dedup import clusters as C
-from pipeline.executors.ray import ensure_ray
+from pipeline.executors.ray import _count, _spent, ensure_ray, spread
 
 if TYPE_CHECKING:
     from pipeline.config import RunConfig
@@ -68,6 +72,11 @@ def _both_ways(batch: Batch, buckets: int) -> Batch:
     return {"u": u, "v": np.concatenate([y[keep], x[keep]]), "g": u % buckets}
 
 
+def _edges_both_ways(batch: Batch, buckets: int) -> Batch:
+    """_both_ways of the edge dataset's rows (a, b): the first round's input."""
+    return _both_ways({"x": batch["a"], "y": batch["b"]}, buckets)
+
+
 def _large_star(batch: Batch) -> Batch:
     """(v, m(u)) for each neighbour v > u of each node u of a bucket, and one row (-1, -1,
     bad) counting the nodes with a smaller neighbour and another one (0: the input is stars
@@ -100,17 +109,16 @@ def _small_star(batch: Batch) -> Batch:
     return {"x": np.concatenate([x[starts], y[other]]), "y": np.concatenate([y[starts], m[other]])}
 
 
-def _by_component(batch: Batch, refs: tuple[Any, Any], buckets: int) -> Batch:
+def _by_component(batch: Batch, comp: np.ndarray, pos: np.ndarray, buckets: int) -> Batch:
     """The edges with their component's bucket and their nodes' rank positions."""
-    import ray
-
-    comp, pos = ray.get(refs[0]), ray.get(refs[1])
     a, b = batch["a"], batch["b"]
     return {**batch, "g": comp[a] % buckets, "pa": pos[a], "pb": pos[b]}
 
 
 def _stars(batch: Batch) -> Batch:
     """clusters.stars over a bucket's components: (node, keeper, j) of each node with edges."""
+    if not len(batch["k"]):
+        return {"node": batch["a"], "keeper": batch["a"], "j": batch["j"]}
     o = np.argsort(batch["k"], kind="stable")  # the edges in their original order
     a, b = batch["a"][o], batch["b"][o]
     nodes, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
@@ -132,25 +140,72 @@ def total(ds: Any, column: str) -> int:
     return sum(int(t[column].sum()) for t in per_block.iter_batches(batch_format="numpy"))
 
 
-def _components(edges: Any, comp: np.ndarray, buckets: int) -> None:
+def _numpy(block: Any) -> Batch:
+    """A block (an Arrow table of the edge dataset, or a Batch a round made) as a Batch."""
+    if isinstance(block, dict):
+        return block
+    return {c: block[c].to_numpy() for c in block.column_names}
+
+
+def _cut(block: Any, key: Callable[..., Batch], buckets: int, *args: Any) -> list[Any]:
+    """A block's rows keyed by `key` (its column `g`: the bucket) and cut into one Batch per
+    bucket; last, the task's CPU time and node."""
+    t0 = time.process_time()
+    keyed = key(_numpy(block), *args, buckets=buckets)
+    g = keyed.pop("g")
+    order = np.argsort(g, kind="stable")
+    at = np.searchsorted(g[order], np.arange(buckets + 1))
+    cut = [{c: v[order[at[i] : at[i + 1]]] for c, v in keyed.items()} for i in range(buckets)]
+    return [*cut, _spent(t0)]
+
+
+def _group(fn: Callable[[Batch], Batch], *pieces: Batch) -> tuple[Batch, dict[str, Any]]:
+    """A bucket's pieces joined and fn run on them (as a Ray Data map_groups on one group
+    would); the task's CPU time and node."""
+    t0 = time.process_time()
+    out = fn({c: np.concatenate([p[c] for p in pieces]) for c in pieces[0]})
+    bad = int(out["bad"].sum()) if "bad" in out else 0  # large-star's count, read alone
+    return out, {**_spent(t0), "bad": bad}
+
+
+def _shuffle(
+    ray: Any,
+    blocks: list[Any],
+    key: Callable[..., Batch],
+    fn: Callable[[Batch], Batch],
+    buckets: int,
+    *args: Any,
+) -> tuple[list[Any], int]:
+    """fn over every bucket of the blocks' rows keyed by `key`, as plain Ray tasks (a task
+    per block cuts, a task per bucket groups): the refs of fn's outputs, in bucket order,
+    and the sum of their `bad` column (large-star's). Not Ray Data's groupby: each of its
+    executions cost seconds of planning whatever its size, and components take rounds of
+    two."""
+    cut = spread(ray, _cut, num_returns=buckets + 1)
+    group = spread(ray, _group, num_returns=2)
+    pieces = [cut.remote(b, key, buckets, *args) for b in blocks]
+    for p in pieces:  # the cutting tasks' CPU and node
+        _count(ray.get(p[-1]))
+    outs = [group.remote(fn, *[p[g] for p in pieces]) for g in range(buckets)]
+    del pieces
+    bad = 0
+    for _, ref in outs:
+        spent = ray.get(ref)
+        _count(spent)
+        bad += spent["bad"]
+    return [out for out, _ in outs], bad
+
+
+def _components(ray: Any, blocks: list[Any], comp: np.ndarray, buckets: int) -> None:
     """comp[x] = the smallest node of x's component, by large-star / small-star rounds."""
-    cur = edges.select_columns(["a", "b"]).rename_columns({"a": "x", "b": "y"})
+    cur, key = blocks, _edges_both_ways
     while True:
-        large = (
-            cur.map_batches(_both_ways, fn_kwargs={"buckets": buckets}, batch_format="numpy")
-            .groupby("g", num_partitions=buckets)
-            .map_groups(_large_star, batch_format="numpy")
-            .materialize()
-        )
-        if not total(large, "bad"):  # stars centred on their smallest node: done
+        large, bad = _shuffle(ray, cur, key, _large_star, buckets)
+        key = _both_ways
+        if not bad:  # stars centred on their smallest node: done
             break
-        cur = (
-            large.map_batches(_by_larger, fn_kwargs={"buckets": buckets}, batch_format="numpy")
-            .groupby("g", num_partitions=buckets)
-            .map_groups(_small_star, batch_format="numpy")
-            .materialize()
-        )
-    for t in large.iter_batches(batch_format="numpy", batch_size=None):
+        cur, _ = _shuffle(ray, large, _by_larger, _small_star, buckets)
+    for t in ray.get(large):
         at = t["x"] >= 0
         comp[t["x"][at]] = t["y"][at]
 
@@ -168,26 +223,13 @@ def stars_components(
     if m == 0:
         return keeper, jk, comp
     ray = ensure_ray(run)
-    import ray.data as rd
-    from ray.data.context import ShuffleStrategy
-
     buckets = max(2, math.ceil(2 * m / group_edges))
-    # Sort-based shuffles: the hash shuffle starts its aggregator actors for every groupby
-    # (seconds each), and these rounds are many and each one short.
-    ctx = rd.DataContext.get_current()
-    strategy, ctx.shuffle_strategy = ctx.shuffle_strategy, ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    try:
-        _components(edges, comp, buckets)
-        pos = np.empty(n, dtype=np.int64)
-        pos[order] = np.arange(n, dtype=np.int64)
-        keyed = partial(_by_component, refs=(ray.put(comp), ray.put(pos)), buckets=buckets)
-        stars = (
-            edges.map_batches(keyed, batch_format="numpy")
-            .groupby("g", num_partitions=buckets)
-            .map_groups(_stars, batch_format="numpy")
-        )
-        for t in stars.iter_batches(batch_format="numpy", batch_size=None):
-            keeper[t["node"]], jk[t["node"]] = t["keeper"], t["j"]
-    finally:
-        ctx.shuffle_strategy = strategy
+    blocks = edges.to_arrow_refs()  # the edges' blocks, left in the object store
+    _components(ray, blocks, comp, buckets)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n, dtype=np.int64)
+    refs = (ray.put(comp), ray.put(pos))
+    for out in _shuffle(ray, blocks, _by_component, _stars, buckets, *refs)[0]:
+        t = ray.get(out)
+        keeper[t["node"]], jk[t["node"]] = t["keeper"], t["j"]
     return keeper, jk, comp
