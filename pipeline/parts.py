@@ -391,7 +391,8 @@ def as_table(b: Any) -> pa.Table:
 
 class Writer:
     """Outputs (`schemas`: name -> schema) written through atomic sinks (`sink(name, schema)`,
-    the runner's StageIO.sink) in row groups of exactly `size` rows, however the pieces came:
+    the runner's StageIO.sink) in row groups of exactly `size` rows (the last before a
+    `restart` shorter), however the pieces came:
     the files are the same whichever executor made the pieces, and however it cut them.
     `size` None: each piece is written as it came (its own row groups, cut only at part
     boundaries), for steps whose pieces are the same whichever executor made them (a batch's

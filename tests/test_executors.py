@@ -123,6 +123,7 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
     # (read in the driver only, so patched here they hold for the workers' tasks too)
     monkeypatch.setattr(dedup_write, "PART_ROWS", 8)  # dedup's rows in many ranges, grouped
     monkeypatch.setattr(on_ray, "ROWS_PER_READ", 50)  # many cutting tasks: ranges in pieces
+    monkeypatch.setattr(on_ray, "PIECE_ROWS", 1)  # (shapes' too, however small its pieces)
     monkeypatch.setattr(shapes_stage, "BATCH", 16)  # shapes' rows in many spans
     monkeypatch.setattr(on_ray, "ROWS_PER_CUT", 32)  # shapes' groups in many key ranges
     over = {

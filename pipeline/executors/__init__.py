@@ -162,15 +162,14 @@ def by_range(
     ctx: Any,
     schemas: dict[str, pa.Schema],
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """fn(rows, p, ctx) -> (result, {output: table}) for each of `count` ranges p of the
-    uint64 column `key` (range p holds the keys k with k * count >> 64 == p: ranges come in
-    key order), over the rows of `pieces` (only `columns`), rows in piece order within a
-    range; (result, outputs) in range order. `pieces` are a stage's own per-batch tables:
-    what `batches` gave with `held` (on Ray they stay with the workers). Locally `count` is
-    1 (range_count) and fn gets every row. On Ray a shuffle of tasks (ray_by_range): the
-    results come to the driver, the outputs (`schemas`) stay with the workers, for
-    `writer`. For work that is whole within one value of a key but needs no order across
-    values (shapes' groups at one scope)."""
+    """fn(rows, p, ctx) -> (result, {output: table}) for each of `count` ranges p of the uint64
+    column `key` (range p holds the keys k with ((k >> 32) * count) >> 32 == p: ranges come in key
+    order), over the rows of `pieces` (only `columns`), rows in piece order within a range; (result,
+    outputs) in range order. `pieces` are a stage's own per-batch tables: what `batches` gave with
+    `held` (on Ray they stay with the workers). Locally `count` is 1 (range_count) and fn gets every
+    row. On Ray a shuffle of tasks (ray_by_range): the results come to the driver, the outputs
+    (`schemas`) stay with the workers, for `writer`. For work that is whole within one value of a
+    key but needs no order across values (shapes' groups at one scope)."""
     if cfg.run.executor == "ray":
         from pipeline.executors.ray import ray_by_range
 

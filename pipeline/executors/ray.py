@@ -194,7 +194,7 @@ def _span_task(
 
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
     """What fn yields for each task, task after task, each result's outputs as Arrow tables
-    (for work whose results the stage uses itself: dedup's per-item work, shapes' keys)."""
+    (for work whose results the stage uses itself: dedup's per-item work)."""
     for got, _ in _read(run, _results, todo, (fn, ctx)):
         outs, counts = got
         del got  # the object freed: what the stage keeps is its own copy
@@ -482,6 +482,9 @@ class RayParts:
 
 ROWS_PER_CUT = 1 << 19  # rows one task holds as a frame, as the corpus grows
 ROWS_PER_READ = 1 << 18  # rows of row groups one reading task cuts
+# by_range: rows a cut piece holds at least, so that it is not under Ray's 100 KiB inline
+# limit (a smaller return is kept in the driver's memory); 2^13 rows of two key words: 128 KiB
+PIECE_ROWS = 1 << 13
 
 
 def ray_partitioned(
@@ -602,20 +605,21 @@ def ray_by_range(
     ctx: Any,
     schemas: dict[str, pa.Schema],
 ) -> Iterator[tuple[Any, dict[str, Held]]]:
-    """executors.by_range on Ray: a shuffle of plain tasks, as ray_partitioned's, over
-    tables left in the object store (`Held` rows; a table the driver made is put there). A
-    task per run of about ROWS_PER_READ rows of pieces cuts them (only `columns`) by key
-    range (`_cut_held`); a task per range joins its pieces in order and runs fn
-    (`_gather_range`). Its result comes to the driver (a copy: nothing of it stays mapped
-    from the object store); its outputs, cast to their schemas, stay there as `Held` rows
-    for RayParts. Ranges are gathered in order, two per CPU ahead of the one read."""
+    """executors.by_range on Ray: a shuffle of plain tasks, as ray_partitioned's, over tables left
+    in the object store (`Held` rows; a table the driver made is put there). A task per run of about
+    ROWS_PER_READ rows of pieces (more with many ranges: at least PIECE_ROWS a range, so no piece is
+    small enough for Ray to keep it in the driver) cuts them (only `columns`) by key range
+    (`_cut_held`); a task per range joins its pieces in order and runs fn (`_gather_range`). Its
+    result comes to the driver (a copy: nothing of it stays mapped from the object store); its
+    outputs, cast to their schemas, stay there as `Held` rows for RayParts. Ranges are gathered in
+    order, two per CPU ahead of the one read."""
     ray = ensure_ray(run)
     held = [p if isinstance(p, Held) else _put(ray, p) for p in pieces]
     names = list(schemas)
     cut = spread(ray, _cut_held, num_returns=count + 1)
     gather = spread(ray, _gather_range, num_returns=2 + len(names))
     cuts = []
-    for run_ in _held_reads(held):
+    for run_ in _held_reads(held, max(ROWS_PER_READ, count * PIECE_ROWS)):
         where = [(h.start, h.rows) for h in run_]
         cuts.append(cut.remote(columns, key, count, where, *[h.ref for h in run_]))
     for c in cuts:  # the cutting tasks' CPU and node
@@ -647,12 +651,12 @@ def _put(ray: Any, t: Any) -> Held:
     return Held(ray.put(table), "", 0, table.num_rows)
 
 
-def _held_reads(held: list[Held]) -> list[list[Held]]:
-    """Held pieces in runs of about ROWS_PER_READ rows, in order (at least one run)."""
+def _held_reads(held: list[Held], per_read: int) -> list[list[Held]]:
+    """Held pieces in runs of about `per_read` rows, in order (at least one run)."""
     reads: list[list[Held]] = [[]]
     rows = 0
     for h in held:
-        if reads[-1] and rows + h.rows > ROWS_PER_READ:
+        if reads[-1] and rows + h.rows > per_read:
             reads.append([])
             rows = 0
         reads[-1].append(h)

@@ -104,7 +104,7 @@ def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], 
             res |= {"key": hi, "ih": frame["_ih"].to_numpy()}
     if s.policy == "annotate" or (s.policy == "spread" and scope == s.scope):
         res |= {"rows": frame["_row"].to_numpy(), "group": g["_g"].to_numpy(), "size": size}
-        if s.policy == "annotate":
+        if s.policy == "annotate" and scope == sorted(SHAPE_SCOPES)[0]:  # once a row
             res["digit"] = frame["digit_only"].to_numpy()
     out = rows.select(
         "id",
@@ -157,8 +157,9 @@ class ShapesResult:
 class Gathered:
     """What the driver keeps of the scopes' key ranges (scope_range's results), for the
     policy and the figures: per range its group sizes and largest groups; cap's removed
-    rows; per input row the groups annotate adds to kept (or spread orders by). No item
-    text: ids and shapes stay in the ranges."""
+    rows; per input row the groups annotate adds to kept (or spread orders by). Of the
+    items' text only the ten largest groups' shapes and cap's keeper ids reach it; the
+    other ids and shapes stay in the ranges."""
 
     def __init__(self, n: int, s: ShapesConfig, keeper: list[str]):
         self.n, self.s, self.keeper = n, s, keeper
@@ -187,13 +188,16 @@ class Gathered:
             self.sizes[scope][k] = self.sizes[scope].get(k, 0) + c
         if scope == sorted(SHAPE_SCOPES)[0]:  # every scope sees every row: count once
             self.digit_only += res["digit_only"]
-        self.largest += [res["largest"]] if "largest" in res else []
+        if "largest" in res:  # the ten largest so far, not ten a range
+            top = pl.concat([*self.largest, res["largest"]])
+            self.largest = [top.sort(["_size", "_g"], descending=[True, False]).head(10)]
         self.removed += [res["removed"]] if "removed" in res else []
         rows = res.get("rows")
         if self.s.policy == "annotate":
             self.per_row[f"shape_group_{scope}"][rows] = res["group"]
             self.per_row[f"shape_size_{scope}"][rows] = res["size"]
-            self.per_row["shape_digit_only"][rows] = res["digit"]
+            if "digit" in res:
+                self.per_row["shape_digit_only"][rows] = res["digit"]
         if self.s.policy == "spread" and scope == self.s.scope:
             for k in ("key", "size", "ih"):
                 self.per_row[k][rows] = res[k]

@@ -19,7 +19,6 @@ group.Gathered). Spread's kept is put in batch_order a range of positions at a t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +132,8 @@ def _grouped(
 ) -> ShapesResult:
     """Every scope's groups, a key range at a time (executors.by_range: on Ray the ranges
     are tasks and the driver gets only their results), shapes.parquet written from the
-    ranges as they come (on Ray by the workers): what analyse does, past one process."""
+    ranges as they come (on Ray by the workers): what analyse does, past one process. A
+    range's rows (locally a whole scope's) are let go before the next range is made."""
     s, keeper = cfg.shapes, list(cfg.dedup.keeper)
     gathered = Gathered(src.num_rows, s, keeper)
     count = range_count(cfg, src.num_rows)
@@ -150,22 +150,22 @@ def _grouped(
             ctx = gathered.ctx(scope, offsets)
             for res, outs in by_range(cfg, pieces, key, cols, count, scope_range, ctx, SHAPES_OUT):
                 gathered.add(scope, res)
-                for piece in _row_groups(outs.get(SHAPES)):
-                    out.add({SHAPES: piece})
+                _write_rows(out, outs.pop(SHAPES, None))  # and let go of them
             out.restart(SHAPES)  # each scope's rows start a row group
             bar.advance(task)
         out.close()
     return gathered.result(lambda rows: _fetch(src, rows))
 
 
-def _row_groups(rows: Any) -> Iterator[Any]:
-    """A range's shapes rows a row group at a time where they are a frame here (locally: a
-    whole scope, turned into Arrow a group at a time, not at once); held rows as they are."""
+def _write_rows(out: Any, rows: Any) -> None:
+    """A range's shapes rows to the writer, a row group at a time where they are a frame
+    here (locally: a whole scope, turned into Arrow a group at a time, not at once); held
+    rows as they are."""
     if not isinstance(rows, pl.DataFrame):
-        yield from [rows] if rows is not None else []
+        out.add({SHAPES: rows} if rows is not None else {})
         return
     for at in range(0, rows.height, group.CHUNK):
-        yield rows.slice(at, group.CHUNK)
+        out.add({SHAPES: rows.slice(at, group.CHUNK)})
 
 
 def warm(cfg: Config) -> None:
@@ -229,13 +229,13 @@ def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -
         out.close()
     del notes, removed, gone, ctx
     if spread:
-        assert res.batch_order is not None, "analyse sets batch_order under policy 'spread'"
+        assert res.batch_order is not None, "Gathered sets batch_order under policy 'spread'"
         _write_spread(src, res.batch_order, io)
 
 
 def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """One numbered input batch -> its kept rows (with the annotations, unless spread) and
-    its removed rows with why (REMOVED_EXTRA), by what analyse decided per row."""
+    its removed rows with why (REMOVED_EXTRA), by what was decided per row (_grouped)."""
     gone, removed, notes, schemas = ctx
     t = pa.Table.from_batches([batch])
     at = int(t[ROW][0].as_py()) if t.num_rows else 0
