@@ -25,7 +25,7 @@ from pipeline.export.split import (
     sharing_change,
     split_rule,
 )
-from pipeline.parts import read_output, read_schema, scan_output
+from pipeline.parts import ROW, read_output, read_schema, scan_output
 from pipeline.stage import SPLITS
 from pipeline.template import render
 from pipeline.verify import SHARING
@@ -35,20 +35,19 @@ if TYPE_CHECKING:
 
 
 def _split_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One batch of shapes' kept rows -> its rows per split (pure: any executor runs it).
-    Each row's split and group are looked up by binary search in split_of (sorted by id,
-    one row per id): a join would hash all of split_of for every batch, which made the
-    stage quadratic (a second per batch at 10M items)."""
-    split_of, schema, fmt = ctx
-    rows = cast(pl.DataFrame, pl.from_arrow(batch))
-    at = split_of["id"].search_sorted(rows["id"])
-    found = split_of[at.clip(upper_bound=max(split_of.height - 1, 0))]
-    if rows.height and not (found["id"] == rows["id"]).all():
-        raise AssertionError("export: a kept row's id is not among the ids its splits were dealt")
-    rows = rows.with_columns(found.select("split", "export_group").get_columns())
+    """One numbered batch of shapes' kept rows -> its rows per split (pure: any executor
+    runs it), each row's split and group read at its row number in the context's arrays.
+    (A join with every item's split, as before, hashed them all for every batch: the stage
+    was quadratic, a second a batch at 10M items; and on Ray every task copied them.)"""
+    split_code, group, schema, fmt = ctx
+    t = pa.Table.from_batches([batch])
+    at = int(t[ROW][0].as_py()) if t.num_rows else 0
+    code = split_code[at : at + t.num_rows]
+    rows = cast(pl.DataFrame, pl.from_arrow(t.drop_columns([ROW])))
+    rows = rows.with_columns(export_group=pl.Series(group[at : at + t.num_rows], dtype=pl.Int64))
     outs, counts = {}, {}
-    for name in SPLITS:
-        part = rows.filter(pl.col("split") == name).drop("split").to_arrow()
+    for k, name in enumerate(SPLITS):
+        part = rows.filter(pl.Series(code == k)).to_arrow()
         outs[f"{name}.parquet"] = (_with_sft(part) if fmt == "sft" else part).cast(schema)
         counts[name] = part.num_rows
     return outs, counts
@@ -91,6 +90,13 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     split_of = assigned.select("id", pl.col("split").cast(pl.Enum(list(SPLITS))), "export_group")
     n_groups = assigned["export_group"].n_unique()
     del assigned, clusters, shapes
+    # each kept row's split (its code: index in SPLITS) and group, in row order: numpy, which
+    # Ray's workers map, each batch reading its rows' slice
+    by_row = items.select("id").join(split_of, on="id", how="left", maintain_order="left")
+    assert by_row["split"].null_count() == 0, "export: every kept item's split is dealt"
+    split_code = by_row["split"].to_physical().to_numpy()
+    group = by_row["export_group"].to_numpy()
+    del by_row
     # the exported columns: each described in schema.COLUMN_DOCS (the card's Fields table)
     schema = read_schema(src).append(pa.field("export_group", pa.int64()))
     if e.format == "sft":
@@ -102,8 +108,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         # rows are split on the configured executor (run.executor), batch by batch; on Ray
         # the workers write them too
         out = writer(cfg.run, io.sink, schemas, None, stack)
-        ctx = (split_of, schema, e.format)
-        for outs, c, _ in batches(cfg, src, _split_batch, ctx, BATCH, held=schemas):
+        ctx = (split_code, group, schema, e.format)
+        for outs, c, _ in batches(cfg, src, _split_batch, ctx, BATCH, held=schemas, numbered=True):
             out.add(outs)
             merge(counts, c)
         out.close()
