@@ -362,9 +362,9 @@ def _write_part(
         at = 0
         while at < whole.num_rows:
             row = first + at
-            o = origins[int(np.searchsorted(origins, row, side="right")) - 1]
-            nxt = [x for x in origins if x > row][:1] or [first + whole.num_rows]
-            end = min(whole.num_rows, o + ((row - o) // size + 1) * size - first, nxt[0] - first)
+            i = int(np.searchsorted(origins, row, side="right"))  # origins[i - 1] <= row
+            o, nxt = origins[i - 1], origins[i] if i < len(origins) else first + whole.num_rows
+            end = min(whole.num_rows, o + ((row - o) // size + 1) * size - first, nxt - first)
             group = whole.slice(at, end - at).combine_chunks()
             w.write_table(group, row_group_size=max(group.num_rows, 1))
             at = end
@@ -394,7 +394,6 @@ class RayParts:
         }
         self.queue: dict[str, deque[Held]] = {n: deque() for n in schemas}
         self.queued = dict.fromkeys(schemas, 0)
-        self.added = dict.fromkeys(schemas, 0)  # rows of each output so far
         self.origins: dict[str, list[int]] = {n: [0] for n in schemas}  # see restart
         self.jobs: deque[tuple[Any, PartSink, str]] = deque()  # a write, its sink and part
         self.window = _window(self.ray)
@@ -416,15 +415,16 @@ class RayParts:
                 continue
             self.queue[name].append(b)
             self.queued[name] += b.rows
-            self.added[name] += b.rows
             part = self.sinks[name].part_rows
             while self.queued[name] >= part:
                 self._part(name, part)
 
     def restart(self, name: str) -> None:
         """parts.Writer.restart: the row-group grid of `name` starts again at the next row."""
-        if self.origins[name][-1] != self.added[name]:
-            self.origins[name].append(self.added[name])
+        sink = self.sinks[name]
+        added = sink.k * sink.part_rows + self.queued[name]  # parts cut so far are whole
+        if self.origins[name][-1] != added:
+            self.origins[name].append(added)
 
     def _part(self, name: str, rows: int) -> None:
         """The next part of output `name`: the first `rows` rows queued."""
@@ -576,12 +576,9 @@ def ray_reordered(
             p[g] = None  # freed once its group is gathered
         todo = [int(k) for k in ks[bounds[g] : bounds[g + 1]]]
         task = gather.options(num_returns=1 + len(todo) * len(names))
-        return todo, task.remote(fn, shared_ctx, todo, size, schemas, *mine)
+        return task.remote(fn, shared_ctx, todo, size, schemas, *mine)
 
-    pending = deque(submit(g) for g in range(min(_window(ray), groups)))
-    nxt = len(pending)
-    while pending:
-        todo, refs = pending.popleft()
+    for refs in _in_window(ray, groups, submit):
         meta = _get(ray, refs[0])
         _count(meta)
         for i, rows in enumerate(meta["rows"]):  # per range, per output
@@ -590,9 +587,6 @@ def ray_reordered(
                 for j, n in enumerate(names)
                 if rows[n]
             }
-        if nxt < groups:
-            pending.append(submit(nxt))
-            nxt += 1
 
 
 def ray_by_range(
@@ -632,16 +626,23 @@ def ray_by_range(
             c[p] = None  # freed once its range is gathered
         return gather.remote(fn, shared, p, schemas, *mine)
 
-    pending = deque(submit(p) for p in range(min(_window(ray), count)))
-    nxt = len(pending)
-    while pending:
-        refs = pending.popleft()
+    for refs in _in_window(ray, count, submit):
         meta = _get(ray, refs[0])
         _count(meta)
         result = copy.deepcopy(_get(ray, refs[1]))  # numpy arrays come as views of the store
         rows = meta["rows"]
         yield result, {n: Held(refs[2 + j], n, 0, rows[n]) for j, n in enumerate(names) if rows[n]}
-        if nxt < count:
+
+
+def _in_window(ray: Any, n: int, submit: Callable[[int], Any]) -> Iterator[Any]:
+    """submit(i) for i in 0..n-1, given back in order, two per CPU in flight ahead of the
+    one given back (the next is submitted once the caller is done with it): a shuffle's
+    gathering tasks, whose outputs the object store holds a bounded number of at a time."""
+    pending = deque(submit(i) for i in range(min(_window(ray), n)))
+    nxt = len(pending)
+    while pending:
+        yield pending.popleft()
+        if nxt < n:
             pending.append(submit(nxt))
             nxt += 1
 
