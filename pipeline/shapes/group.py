@@ -61,6 +61,7 @@ def _size_bucket(n: int) -> str:
 
 
 SHAPES = "shapes.parquet"  # the output scope_range makes: SHAPES_SCHEMA rows
+SCOPES = sorted(SHAPE_SCOPES)  # the order scopes are worked in, and shapes.parquet's
 
 
 def scope_columns(scope: str, s: ShapesConfig, keeper: list[str], have: list[str]) -> list[str]:
@@ -96,15 +97,15 @@ def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], 
     }
     if scope == s.scope:
         firsts = rows.filter((pl.col("_g") != pl.col("_g").shift(1)).fill_null(True))
-        big = firsts.filter(pl.col("_size") > 1).sort(["_size", "_g"], descending=[True, False])
-        res["largest"] = big.head(10).select("_g", "_size", "digit_only", "_row", "shape_text")
+        big = firsts.filter(pl.col("_size") > 1)
+        res["largest"] = _top_ten(big.select("_g", "_size", "digit_only", "_row", "shape_text"))
         if s.policy == "cap":
             res["removed"] = cap_groups(g.rename({"_g": f"group_{scope}"}), s, keeper)
         if s.policy == "spread":
             res |= {"key": hi, "ih": frame["_ih"].to_numpy()}
     if s.policy == "annotate" or (s.policy == "spread" and scope == s.scope):
         res |= {"rows": frame["_row"].to_numpy(), "group": g["_g"].to_numpy(), "size": size}
-        if s.policy == "annotate" and scope == sorted(SHAPE_SCOPES)[0]:  # once a row
+        if s.policy == "annotate" and scope == SCOPES[0]:  # once a row
             res["digit"] = frame["digit_only"].to_numpy()
     out = rows.select(
         "id",
@@ -117,6 +118,11 @@ def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], 
         *(["_row"] if with_rows else []),
     )
     return res, {SHAPES: out}
+
+
+def _top_ten(groups: pl.DataFrame) -> pl.DataFrame:
+    """The ten largest of groups (a row each: _g, _size, ...), larger first, then by number."""
+    return groups.sort(["_size", "_g"], descending=[True, False]).head(10)
 
 
 def group_count(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[int, dict[str, Any]]:
@@ -164,7 +170,7 @@ class Gathered:
     def __init__(self, n: int, s: ShapesConfig, keeper: list[str]):
         self.n, self.s, self.keeper = n, s, keeper
         self.sizes: dict[str, dict[int, int]] = {scope: {} for scope in SHAPE_SCOPES}
-        self.largest: list[pl.DataFrame] = []
+        self.largest: pl.DataFrame | None = None  # the ten largest groups so far
         self.removed: list[pl.DataFrame] = []
         self.digit_only = 0
         self.per_row: dict[str, np.ndarray] = {}
@@ -186,11 +192,12 @@ class Gathered:
     def add(self, scope: str, res: dict[str, Any]) -> None:
         for k, c in res["sizes"].items():
             self.sizes[scope][k] = self.sizes[scope].get(k, 0) + c
-        if scope == sorted(SHAPE_SCOPES)[0]:  # every scope sees every row: count once
+        if scope == SCOPES[0]:  # every scope sees every row: count once
             self.digit_only += res["digit_only"]
         if "largest" in res:  # the ten largest so far, not ten a range
-            top = pl.concat([*self.largest, res["largest"]])
-            self.largest = [top.sort(["_size", "_g"], descending=[True, False]).head(10)]
+            self.largest = _top_ten(
+                pl.concat([x for x in (self.largest, res["largest"]) if x is not None])
+            )
         self.removed += [res["removed"]] if "removed" in res else []
         rows = res.get("rows")
         if self.s.policy == "annotate":
@@ -243,9 +250,9 @@ class Gathered:
     def _largest(self, fetch: Fetch) -> list[dict[str, Any]]:
         """The ten largest groups at the policy's scope (size > 1), each by its first
         member in id order."""
-        if not self.largest:
+        top = self.largest
+        if top is None:
             return []
-        top = pl.concat(self.largest).sort(["_size", "_g"], descending=[True, False]).head(10)
         items = fetch([int(r) for r in top["_row"]])
         out = []
         for g, item in zip(top.iter_rows(named=True), items.iter_rows(named=True), strict=True):
@@ -341,7 +348,7 @@ def analyse(keys: pl.DataFrame, s: ShapesConfig, keeper: list[str], fetch: Fetch
     local run's stage makes them."""
     gathered = Gathered(keys.height, s, keeper)
     rows = []
-    for scope in sorted(SHAPE_SCOPES):
+    for scope in SCOPES:
         cols = scope_columns(scope, s, keeper, keys.columns)
         res, outs = scope_range(keys.select(cols), 0, gathered.ctx(scope, [0], with_rows=True))
         gathered.add(scope, res)

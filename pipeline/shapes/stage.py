@@ -37,6 +37,7 @@ from pipeline.parts import ROW, Parts
 from pipeline.shapes import group
 from pipeline.shapes.columns import key_frame
 from pipeline.shapes.group import (
+    SCOPES,
     SHAPES,
     Gathered,
     ShapesResult,
@@ -140,7 +141,7 @@ def _grouped(
     task = bar.add_task("shapes: groups", total=len(SHAPE_SCOPES))
     with ExitStack() as stack:
         out = writer(cfg.run, io.sink, SHAPES_OUT, group.CHUNK, stack)
-        for scope in sorted(SHAPE_SCOPES):
+        for scope in SCOPES:
             key, offsets = f"_k_{scope}", [0]
             if count > 1:  # each range's groups are numbered after the ranges' before it
                 words = [key, f"_l_{scope}"]
