@@ -240,7 +240,7 @@ def cross_split_groups(splits: pl.DataFrame, keys: pl.DataFrame) -> int:
     return int(per.filter(pl.col("n") > 1).height)
 
 
-def _known(columns: list[str]) -> pl.Expr:
+def known(columns: list[str]) -> pl.Expr:
     """Every one of `columns` non-empty (a key with an empty part is no key)."""
     return pl.all_horizontal((pl.col(c).fill_null("") != "") for c in columns)
 
@@ -249,7 +249,7 @@ def column_keys(items: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
     """id, key: the values of `columns` in NFC, joined (a change is its repo and change); an
     item with an empty one has no key, so items of unknown change are not one change."""
     key = pl.concat_str(columns, separator="\x00").alias("key")
-    return nfc_columns(items.filter(_known(columns)), columns).select("id", key)
+    return nfc_columns(items.filter(known(columns)), columns).select("id", key)
 
 
 CHANGE_COLUMNS = ["repo", "change"]  # a change: its repository and its commit / pull request
@@ -266,14 +266,14 @@ def held_out_sharing_change(splits: pl.DataFrame) -> pl.DataFrame:
     key = pl.concat_str(CHANGE_COLUMNS, separator="\x00")
     splits = nfc_columns(splits, CHANGE_COLUMNS)  # a change's NFD twin is the same change
     train = (
-        splits.filter((pl.col("split") == "train") & _known(CHANGE_COLUMNS))
+        splits.filter((pl.col("split") == "train") & known(CHANGE_COLUMNS))
         .select(key.alias("key"))
         .unique()
         .with_columns(in_train=pl.lit(True))
     )
     held = splits.filter(pl.col("split") != "train").select(
         pl.col("source").cast(pl.String),
-        pl.when(_known(CHANGE_COLUMNS)).then(key).alias("key"),
+        pl.when(known(CHANGE_COLUMNS)).then(key).alias("key"),
     )
     return (
         held.join(train, on="key", how="left")

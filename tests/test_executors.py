@@ -53,6 +53,11 @@ def test_the_ray_executor_writes_the_same_bytes_as_the_local_one(tmp_path, ray_l
             for e in runs
         }  # (the dataset card names its run)
         assert outs["ray"] == outs["local"] != {}, stage
+    # export's groups and checks, assigned a key range at a time on Ray, count as locally
+    m = {e: read_manifest(runs[e] / "export") for e in runs}
+    for key in ("counts", "cross_split", "by_source", "sharing_change"):
+        assert m["ray"][key] == m["local"][key], key
+    assert m["local"]["counts"]["groups"] > 100
     assert verify_run(runs["ray"])[0] == []
     shutil.rmtree(tmp_path, ignore_errors=True)
 
@@ -112,8 +117,8 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
     """Every stage's rows of items (dedup's put in id order over many ranges; decontaminate's
     with a benchmark that removes some; shapes' under cap, which removes some, and spread,
     which reorders kept, and its shapes rows, grouped in many key ranges; export's sft split
-    files) never pass through the driver: with the driver's part writer broken for them, a
-    Ray run writes the local run's bytes."""
+    files) never pass through the driver, nor do the keys export's splits are assigned from:
+    with the driver's part writer broken for them, a Ray run writes the local run's bytes."""
     from pipeline.dedup import write as dedup_write
     from pipeline.executors import ray as on_ray
     from pipeline.executors.ray import Held, RayParts
@@ -152,7 +157,7 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
 
     by_range, ranged = on_ray.ray_by_range, []
 
-    def keys_held(run, pieces, *a, **k):  # shapes' key frames stay with the workers too
+    def keys_held(run, pieces, *a, **k):  # shapes' key frames and export's members stay
         assert all(isinstance(p, Held) for p in pieces), "key frames came to the driver"
         ranged.append(a[2])  # the ranges
         yield from by_range(run, pieces, *a, **k)
@@ -171,7 +176,8 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
                 .run()
                 .path
             )
-    assert len(ranged) == 8 and min(ranged) > 2, ranged  # two passes a scope, many ranges
+    # shapes: two passes a scope; export: four (ids counted, numbered, edges, checks)
+    assert len(ranged) == 12 and min(ranged) > 2, ranged
     for stage in ("dedup", "decontaminate", *(("shapes",) if policy == "cap" else ())):
         assert read_output(runs["ray"] / stage / "removed.parquet").height >= 2, stage
     assert len(part_files(runs["ray"] / "dedup" / "kept.parquet")) >= 3

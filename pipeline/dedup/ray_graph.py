@@ -210,6 +210,20 @@ def _components(ray: Any, blocks: list[Any], comp: np.ndarray, buckets: int) -> 
         comp[t["x"][at]] = t["y"][at]
 
 
+def components(run: RunConfig, pieces: list[Any], n: int) -> np.ndarray:
+    """The smallest node of each node 0..n-1's component under the edges (a, b) of `pieces`
+    (whole tables left in the object store by by_range's tasks, executors.ray.Held): what
+    clusters.components gives, by the rounds below (export's groups)."""
+    comp = np.arange(n, dtype=np.int64)
+    m = sum(p.rows for p in pieces)
+    if m == 0:
+        return comp
+    ray = ensure_ray(run)
+    assert all(p.start == 0 for p in pieces), "by_range's outputs are whole tables"
+    _components(ray, [p.ref for p in pieces], comp, max(2, math.ceil(2 * m / GROUP_EDGES)))
+    return comp
+
+
 def stars_components(
     order: np.ndarray, edges: Any, m: int, n: int, run: RunConfig, group_edges: int = GROUP_EDGES
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

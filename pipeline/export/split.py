@@ -29,7 +29,6 @@ dataset card and the report warn with that figure (`sharing_change`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -38,9 +37,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import ExportConfig, iso_cutoff
-from pipeline.dedup import clusters as C
 from pipeline.nfc import nfc_columns
-from pipeline.stage import SPLITS
+from pipeline.shapes.sha import sha256_128
 from pipeline.verify import (
     CHANGE_COLUMNS,
     SHARING,
@@ -91,48 +89,19 @@ def groupings(
     return out
 
 
-def group_ids(ids: pl.Series, keyed: list[pl.DataFrame]) -> np.ndarray:
-    """Component label of each of the sorted unique `ids` under all groupings: the index of
-    the component's smallest id."""
-    nodes = ids.to_frame("id").with_row_index("node")
-    a, b = [], []
-    for k in keyed:
-        # a key held by one id joins nothing: leave the (usually many) singletons out early
-        k = k.unique().filter(pl.len().over("key") > 1)
-        j = k.join(nodes, on="id", how="inner")
-        j = j.with_columns(first=pl.col("node").min().over("key"))
-        a.append(j["first"].to_numpy().astype(np.int64))
-        b.append(j["node"].to_numpy().astype(np.int64))
-    ea = np.concatenate(a) if a else np.empty(0, np.int64)
-    eb = np.concatenate(b) if b else np.empty(0, np.int64)
-    return C.components(len(ids), ea, eb)
-
-
-def _seeded(seed: int, keys: pl.Series, chunk: int = 1 << 20) -> np.ndarray:
+def seeded(seed: int, keys: pl.Series) -> np.ndarray:
     """The first 64 bits (big-endian) of sha256(f"{seed}\0{key}") per key: a seeded order
-    that no library version can change, computed a chunk of keys at a time."""
-    out = np.empty(len(keys), dtype=np.uint64)
-    for s in range(0, len(keys), chunk):
-        part = keys.slice(s, chunk).to_list()
-        out[s : s + len(part)] = [
-            int.from_bytes(hashlib.sha256(f"{seed}\0{k}".encode()).digest()[:8], "big")
-            for k in part
-        ]
-    return out
+    that no library version can change."""
+    return (
+        sha256_128(f"{seed}\0" + keys.cast(pl.String))[0] if len(keys) else np.zeros(0, np.uint64)
+    )
 
 
-def deal(
-    sizes: Sequence[int] | np.ndarray,
-    keys: Sequence[str] | pl.Series,
-    ratios: list[float],
-    seed: int,
-) -> np.ndarray:
-    """Split index per group: groups laid end to end in a seeded order; a group goes to the
-    split whose share of that line holds the group's midpoint. The order is random, so group
-    size does not bias where a group goes; each boundary is off by at most half a group."""
+def deal_order(sizes: np.ndarray, order: np.ndarray, ratios: list[float]) -> np.ndarray:
+    """Split index per group: the groups laid end to end in `order`; a group goes to the
+    split whose share of that line holds the group's midpoint, so each boundary is off by
+    at most half a group."""
     n = np.asarray(sizes, dtype=np.int64)
-    k = pl.Series(keys, dtype=pl.String)
-    order = np.lexsort((k.rank("ordinal").to_numpy(), _seeded(seed, k)))  # ties: by key
     laid = n[order]
     done = np.cumsum(laid) - laid  # items laid before each group
     mid = (done + laid / 2) / (int(n.sum()) or 1)
@@ -142,38 +111,17 @@ def deal(
     return out
 
 
-def assign_splits(
-    items: pl.DataFrame, clusters: pl.DataFrame, shapes: pl.DataFrame, e: ExportConfig
-) -> pl.DataFrame:
-    """id, export_group, split for each unique id of `items` (sorted by id)."""
-    ids = items["id"].unique().sort()
-    keyed = [k for _, k in groupings(items, clusters, shapes, e)]
-    label = group_ids(ids, keyed)
-    df = pl.DataFrame({"id": ids, "export_group": pl.Series(label, dtype=pl.Int64)})
-    g = df.group_by("export_group").agg(pl.len().alias("n"), pl.col("id").min().alias("key"))
-    ratios = list(e.ratios)
-    g = g.with_columns(late=pl.lit(False))
-    if e.split_by == "time":
-        t = items.select("id", "created_at").join(df, on="id")
-        late = t.group_by("export_group").agg(
-            (pl.col("created_at") >= cutoff(e.after)).fill_null(False).any().alias("late")
-        )
-        g = g.drop("late").join(late, on="export_group", how="left").fill_null(False)
-        ratios = [ratios[0], ratios[1], 0.0]
-        if ratios[0] + ratios[1] == 0:
-            ratios = [1.0, 0.0, 0.0]
-    g = g.sort("export_group")
-    early = g.filter(~pl.col("late"))
-    dealt = deal(early["n"].to_numpy(), early["key"], ratios, e.seed)
-    split = pl.concat(
-        [
-            early.select("export_group").with_columns(split=pl.Series(dealt, dtype=pl.Int64)),
-            g.filter(pl.col("late")).select("export_group").with_columns(split=pl.lit(2, pl.Int64)),
-        ]
-    )
-    names = dict(enumerate(SPLITS))
-    split = split.with_columns(split=pl.col("split").replace_strict(names, return_dtype=pl.String))
-    return df.join(split, on="export_group", how="left").sort("id")
+def deal(
+    sizes: Sequence[int] | np.ndarray,
+    keys: Sequence[str] | pl.Series,
+    ratios: list[float],
+    seed: int,
+) -> np.ndarray:
+    """deal_order with the groups in a seeded order of their keys (ties: by key): the order
+    is random, so group size does not bias where a group goes."""
+    k = pl.Series(keys, dtype=pl.String)
+    order = np.lexsort((k.rank("ordinal").to_numpy(), seeded(seed, k)))
+    return deal_order(np.asarray(sizes, dtype=np.int64), order, ratios)
 
 
 def leakage(

@@ -13,20 +13,14 @@ from rich.text import Text
 
 from pipeline.config import Config
 from pipeline.console import console
-from pipeline.executors import batches, writer
+from pipeline.executors import batches, range_count, writer
 from pipeline.executors.contract import merge
+from pipeline.export import assign as A
 from pipeline.export.card import card, save_hf
-from pipeline.export.split import (
-    assign_splits,
-    component_col,
-    leakage,
-    manifest_groupings,
-    sharing_by_source,
-    sharing_change,
-    split_rule,
-)
-from pipeline.parts import ROW, read_output, read_schema, scan_output
+from pipeline.export.split import component_col, manifest_groupings, sharing_change, split_rule
+from pipeline.parts import ROW, num_rows, read_schema
 from pipeline.stage import SPLITS
+from pipeline.storage import Location
 from pipeline.template import render
 from pipeline.verify import SHARING
 
@@ -36,21 +30,27 @@ if TYPE_CHECKING:
 
 def _split_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """One numbered batch of shapes' kept rows -> its rows per split (pure: any executor
-    runs it), each row's split and group read at its row number in the context's arrays.
-    (A join with every item's split, as before, hashed them all for every batch: the stage
-    was quadratic, a second a batch at 10M items; and on Ray every task copied them.)"""
+    runs it), each row's split and group read at its row number in the context's arrays
+    (a join with every item's split hashed them all for every batch: quadratic), and its
+    rows per source and split (the manifest's by_source)."""
     split_code, group, schema, fmt = ctx
     t = pa.Table.from_batches([batch])
     at = int(t[ROW][0].as_py()) if t.num_rows else 0
     code = split_code[at : at + t.num_rows]
     rows = cast(pl.DataFrame, pl.from_arrow(t.drop_columns([ROW])))
     rows = rows.with_columns(export_group=pl.Series(group[at : at + t.num_rows], dtype=pl.Int64))
-    outs, counts = {}, {}
+    outs: dict[str, Any] = {}
+    counts: dict[str, Any] = {}
+    by_source: dict[str, dict[str, int]] = {}
     for k, name in enumerate(SPLITS):
-        part = rows.filter(pl.Series(code == k)).to_arrow()
-        outs[f"{name}.parquet"] = (_with_sft(part) if fmt == "sft" else part).cast(schema)
-        counts[name] = part.num_rows
-    return outs, counts
+        part = rows.filter(pl.Series(code == k))
+        outs[f"{name}.parquet"] = (
+            _with_sft(part.to_arrow()) if fmt == "sft" else part.to_arrow()
+        ).cast(schema)
+        counts[name] = part.height
+        for source, n in part.group_by("source").len().iter_rows():
+            by_source.setdefault(source, {})[name] = n
+    return outs, counts | {BY_SOURCE: by_source}
 
 
 def _with_sft(t: pa.Table) -> pa.Table:
@@ -61,42 +61,54 @@ def _with_sft(t: pa.Table) -> pa.Table:
 
 
 KEYS = ["id", "source", "repo", "change", "created_at"]  # all the splits are decided from
+BY_SOURCE = "by_source"  # a batch's rows per source and split, among its counts
 BATCH = 50_000  # rows streamed into the split files at a time
 
 
-def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Splits are assigned from ids and group keys only; the rows are then streamed from
-    shapes' kept items into the split files a batch at a time, and the HF dataset is built
-    from those files: memory stays bounded by the batch, whatever the corpus size."""
+def _members(
+    cfg: Config,
+    kept: Location,
+    shape_rows: Location,
+    cluster_rows: Location,
+    component: str,
+    count: int,
+) -> list[Any]:
+    """Pass 1 of assign.py: the members of the kept rows, dedup's components and the shape
+    groups, in `count` id ranges (their boundaries sampled from the kept ids), a batch at a
+    time on the configured executor (on Ray they stay with the workers)."""
     e = cfg.export
-    kept, shape_rows, cluster_rows = io.stage.reads  # as PIPELINE declares them
-    src = io.input(kept)
-    items = read_output(src, KEYS)
-    # of dedup's clusters only the ids and their component: its other columns (keeper ids,
-    # exact twins' ids) are text as large as the ids
-    cpath = io.input(cluster_rows)
-    component = component_col(read_schema(cpath).names)
-    clusters = read_output(cpath, ["id", component])
-    # only shape groups of two or more bind items (shapes.parquet has a row per item and scope)
-    shapes = (
-        scan_output(io.input(shape_rows))
-        .filter(pl.col("group_size") > 1)
-        .select("id", "scope", "group_id")
-        .collect()
-    )
-    assigned = assign_splits(items, clusters, shapes, e)
-    cross = leakage(assigned, items, clusters, shapes, e)
-    # split names as codes; the group frames are done with (10M rows each at scale)
-    split_of = assigned.select("id", pl.col("split").cast(pl.Enum(list(SPLITS))), "export_group")
-    n_groups = assigned["export_group"].n_unique()
-    del assigned, clusters, shapes
-    # each kept row's split (its code: index in SPLITS) and group, in row order: numpy, which
-    # Ray's workers map, each batch reading its rows' slice
-    by_row = items.select("id").join(split_of, on="id", how="left", maintain_order="left")
-    assert by_row["split"].null_count() == 0, "export: every kept item's split is dealt"
-    split_code = by_row["split"].to_physical().to_numpy()
-    group = by_row["export_group"].to_numpy()
-    del by_row
+    bounds = None
+    if count > 1:
+        every = max(1, num_rows(kept) // (count * A.SAMPLE_PER_RANGE))
+        got = batches(cfg, kept, A.sample_batch, every, BATCH, ["id"])
+        bounds = A.id_bounds([outs["ids"] for outs, _, _ in got], count)
+    o = (bounds, count)
+    held = {A.MEMBERS: A.SCHEMAS[A.MEMBERS]}
+    passes = [
+        (kept, A.kept_batch, KEYS, (e, o), True),
+        # of dedup's clusters only the ids and their component: its other columns (keeper
+        # ids, exact twins' ids) are text as large as the ids
+        (cluster_rows, A.clusters_batch, ["id", component], (component, o), False),
+        (shape_rows, A.shapes_batch, ["id", "scope", "group_id", "group_size"], (e, o), False),
+    ]
+    pieces: list[Any] = []
+    for path, fn, cols, ctx, numbered in passes:
+        for outs, _, _ in batches(cfg, path, fn, ctx, BATCH, cols, held=held, numbered=numbered):
+            pieces += [outs[A.MEMBERS]] if A.MEMBERS in outs else []
+    return pieces
+
+
+def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Splits are assigned from ids and group keys only, a key range at a time (assign.py:
+    the driver holds a few numbers per item); the rows are then streamed from shapes' kept
+    items into the split files a batch at a time, and the HF dataset is built from those
+    files: memory stays bounded by the batch, whatever the corpus size."""
+    e = cfg.export
+    src, shape_rows, cluster_rows = (io.input(r) for r in io.stage.reads)  # as PIPELINE declares
+    component = component_col(read_schema(cluster_rows).names)
+    rows = num_rows(src)
+    count = range_count(cfg, rows)
+    a = A.assign(cfg, _members(cfg, src, shape_rows, cluster_rows, component, count), rows, count)
     # the exported columns: each described in schema.COLUMN_DOCS (the card's Fields table)
     schema = read_schema(src).append(pa.field("export_group", pa.int64()))
     if e.format == "sft":
@@ -108,26 +120,31 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         # rows are split on the configured executor (run.executor), batch by batch; on Ray
         # the workers write them too
         out = writer(cfg.run, io.sink, schemas, None, stack)
-        ctx = (split_code, group, schema, e.format)
+        ctx = (a.split, a.group, schema, e.format)
         for outs, c, _ in batches(cfg, src, _split_batch, ctx, BATCH, held=schemas, numbered=True):
             out.add(outs)
             merge(counts, c)
         out.close()
-    per_item = items.select("id", "source").join(split_of, on="id", how="left")
-    counts["items_in"] = items.height
-    counts["groups"] = n_groups
-    for name in SPLITS:
-        counts[f"groups_{name}"] = per_item.filter(pl.col("split") == name)[
-            "export_group"
-        ].n_unique()
-    counts["cross_split_groups"] = sum(cross.values())
-    sharing = sharing_by_source(items, split_of)
-    counts[SHARING] = int(sharing["sharing_change"].sum())
-    by_source = (
-        per_item.group_by("source", "split").len().sort("source", "split").to_dicts()
-        if items.height
-        else []
-    )
+    per_source = counts.pop(BY_SOURCE, {})
+    counts["items_in"] = rows
+    counts["groups"] = sum(a.groups)
+    for name, n in zip(SPLITS, a.groups, strict=True):
+        counts[f"groups_{name}"] = n
+    counts["cross_split_groups"] = sum(a.cross.values())
+    counts[SHARING] = sum(a.sharing.values())
+    sources = sorted(per_source)
+    by_source = [
+        {"source": s, "split": name, "len": per_source[s][name]}
+        for s in sources
+        for name in SPLITS
+        if name in per_source[s]
+    ]
+    held_out = {s: sum(per_source[s].get(name, 0) for name in SPLITS[1:]) for s in sources}
+    sharing = [
+        {"source": s, "held_out": held_out[s], "sharing_change": a.sharing.get(s, 0)}
+        for s in sources
+        if held_out[s]
+    ]
     extra = {
         "leakage": {
             "splits": {s: f"{s}.parquet" for s in SPLITS},
@@ -136,9 +153,9 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         "split_by": e.split_by,
         "split_rule": split_rule(e),
         "seed": e.seed,
-        "sharing_change": {"by_source": sharing.to_dicts()},
+        "sharing_change": {"by_source": sharing},
         "ratios": list(e.ratios),
-        "cross_split": cross,
+        "cross_split": a.cross,
         "by_source": by_source,
         "format": e.format,
     }
