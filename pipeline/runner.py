@@ -284,7 +284,7 @@ def run_stage(
     from pipeline.verify import check_stage
 
     problems: list[str] = []
-    check_stage(sr.dir, manifest, problems, content=False)
+    check_stage(sr.dir, manifest, problems, content=False, cfg=cfg)
     if problems:
         raise DataError(f"{stage.name}: {problems[0]}")
     return StageResult(stage.name, manifest, skipped=False)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.config import Config
 from pipeline.nfc import nfc_columns
 from pipeline.parts import Parts, read_output, scan_output
 from pipeline.runs import MANIFEST, output_sha, read_manifest, stage_folders
@@ -55,9 +56,16 @@ def verify_run(run_dir: Location) -> tuple[list[str], list[str]]:
     return problems, passed
 
 
-def check_stage(d: Location, m: dict[str, Any], problems: list[str], content: bool = True) -> None:
+def check_stage(
+    d: Location,
+    m: dict[str, Any],
+    problems: list[str],
+    content: bool = True,
+    cfg: Config | None = None,
+) -> None:
     """`content`: the outputs' bytes hashed again against the manifest's sha256 (the runner,
-    checking what a stage has just written and recorded, leaves it out)."""
+    checking what a stage has just written and recorded, leaves it out). `cfg`: where the
+    whole-output checks run (the run's executor; in this process without one)."""
     _check_outputs(d, m, problems, content)
     cons = m.get("conservation") or {}
     if cons.get("kind") == "records":
@@ -65,7 +73,7 @@ def check_stage(d: Location, m: dict[str, Any], problems: list[str], content: bo
     elif cons.get("kind") == "ids":
         _check_ids(d, cons, problems)
     if m.get("leakage"):
-        _check_leakage(d, m["leakage"], problems, m.get("counts") or {})
+        _check_leakage(d, m["leakage"], problems, m.get("counts") or {}, cfg)
 
 
 def _describe(m: dict[str, Any]) -> str:
@@ -312,32 +320,52 @@ def read_splits(d: Location, files: dict[str, str], extra: list[str]) -> pl.Data
     return pl.concat(parts)
 
 
-def _check_leakage(
-    d: Location, leak: dict[str, Any], problems: list[str], counts: dict[str, Any]
-) -> None:
-    """No dedup cluster, shape group (or repo, by_repo) has items in two splits; and the
-    held-out items sharing a change with train are as many as the manifest says."""
+def leakage_in_memory(d: Location, leak: dict[str, Any], sharing: bool) -> tuple[list[int], int]:
+    """export/crossing.leakage_counts' figures from the split files read whole into memory:
+    in one process less memory than member rows."""
     groupings = leak.get("groupings", [])
     named = {g["column"] for g in groupings if "column" in g}
-    sharing = counts.get(SHARING)
-    if sharing is not None:
+    if sharing:
         named |= {"source", *CHANGE_COLUMNS}
     cols = sorted(named.union(*(g["columns"] for g in groupings if "columns" in g)) - {"id"})
+    splits = read_splits(d, leak["splits"], cols)
+    n = int(held_out_sharing_change(splits)["sharing_change"].sum()) if sharing else 0
+    cross = [
+        ids_in_several_splits(splits)
+        if g.get("column") == "id"
+        else cross_split_groups(splits, leakage_keys(d, g, splits))
+        for g in groupings
+    ]
+    return cross, n
+
+
+def _check_leakage(
+    d: Location,
+    leak: dict[str, Any],
+    problems: list[str],
+    counts: dict[str, Any],
+    cfg: Config | None,
+) -> None:
+    """No dedup cluster, shape group (or repo, by_repo) has items in two splits; and the
+    held-out items sharing a change with train are as many as the manifest says: counted
+    from the split files, on Ray by key range (export/crossing.py: the driver holds none of
+    the rows)."""
+    sharing = counts.get(SHARING)
     try:
-        splits = read_splits(d, leak["splits"], cols)
-        if sharing is not None:
-            n = int(held_out_sharing_change(splits)["sharing_change"].sum())
-            if n != sharing:
-                problems.append(
-                    f"{d.name}: {n} held-out items share a change with train, "
-                    f"the manifest recorded {sharing}"
-                )
-        for g in groupings:
-            if g.get("column") == "id":
-                n = ids_in_several_splits(splits)
-            else:
-                n = cross_split_groups(splits, leakage_keys(d, g, splits))
-            if n:
-                problems.append(f"{d.name}: {n} {g['name']} groups span two or more splits")
+        if cfg is not None and cfg.run.executor == "ray":
+            from pipeline.export.crossing import leakage_counts
+
+            cross, n = leakage_counts(cfg, d, leak, sharing is not None)
+        else:
+            cross, n = leakage_in_memory(d, leak, sharing is not None)
     except Exception as e:
         problems.append(f"{d.name}: cannot read splits/groups for the leakage check ({e})")
+        return
+    if sharing is not None and n != sharing:
+        problems.append(
+            f"{d.name}: {n} held-out items share a change with train, "
+            f"the manifest recorded {sharing}"
+        )
+    for g, k in zip(leak.get("groupings", []), cross, strict=True):
+        if k:
+            problems.append(f"{d.name}: {k} {g['name']} groups span two or more splits")

@@ -117,8 +117,9 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
     """Every stage's rows of items (dedup's put in id order over many ranges; decontaminate's
     with a benchmark that removes some; shapes' under cap, which removes some, and spread,
     which reorders kept, and its shapes rows, grouped in many key ranges; export's sft split
-    files) never pass through the driver, nor do the keys export's splits are assigned from:
-    with the driver's part writer broken for them, a Ray run writes the local run's bytes."""
+    files) never pass through the driver, nor do the keys export's splits are assigned from
+    and checked by: with the driver's part writer broken for them, a Ray run writes the local
+    run's bytes."""
     from pipeline.dedup import write as dedup_write
     from pipeline.executors import ray as on_ray
     from pipeline.executors.ray import Held, RayParts
@@ -176,8 +177,9 @@ def test_no_stage_writes_items_rows_in_the_driver(tmp_path, ray_local, monkeypat
                 .run()
                 .path
             )
-    # shapes: two passes a scope; export: four (ids counted, numbered, edges, checks)
-    assert len(ranged) == 12 and min(ranged) > 2, ranged
+    # shapes: two passes a scope; export: four (ids counted, numbered, edges, checks), and
+    # two in the leakage check after it (ids met, keys crossed)
+    assert len(ranged) == 14 and min(ranged) > 2, ranged
     for stage in ("dedup", "decontaminate", *(("shapes",) if policy == "cap" else ())):
         assert read_output(runs["ray"] / stage / "removed.parquet").height >= 2, stage
     assert len(part_files(runs["ray"] / "dedup" / "kept.parquet")) >= 3
@@ -385,3 +387,40 @@ def test_the_filters_whole_input_findings_on_ray_partitions_equal_one_search(
     assert found["ray"] == found["local"]
     assert {m.repo for m in found["local"]["mirror_copy"]} == {"acme/a", "acme/b", "zz/last"}
     assert len(found["local"]["moved_code"]) == 2
+
+
+def test_the_leakage_check_counts_on_ray_as_locally(tmp_path, ray_local, monkeypatch):
+    """verify's leakage check by key range (many ranges on Ray, one locally) finds what the
+    one over the split files in memory finds, in a run whose splits were mixed by hand: ids
+    in two splits, groups spread, held-out rows sharing a change with train."""
+    import polars as pl
+
+    from pipeline.config import Config
+    from pipeline.executors import ray as on_ray
+    from pipeline.export.crossing import leakage_counts
+    from pipeline.parts import part_name, read_output
+    from pipeline.runs import write_parquet
+    from pipeline.verify import leakage_in_memory
+
+    monkeypatch.setattr(on_ray, "ROWS_PER_CUT", 32)
+    over = {"run.root": str(tmp_path), "run.name": "r", "export.split_by": "ratio"}
+    run = Pipeline.from_config(SAMPLE, overrides=over).run().path
+    exp = run / "export"
+    train, test = (read_output(exp / f"{s}.parquet") for s in ("train", "test"))
+    moved = train.gather_every(3)  # a third of train to test, and its first row copied there too
+    train = train.filter(~pl.col("id").is_in(moved["id"].implode()))
+    test = pl.concat([test, moved, train[:1]])
+    for name, rows in (("train", train), ("test", test)):
+        shutil.rmtree(exp / f"{name}.parquet")
+        write_parquet(rows.to_arrow(), exp / f"{name}.parquet" / part_name(0), {})
+    leak = read_manifest(exp)["leakage"]
+    got = {
+        e: leakage_counts(Config.model_validate({"run": {"executor": e}}), exp, leak, True)
+        for e in ("local", "ray")
+    }
+    assert got["ray"] == got["local"] == leakage_in_memory(exp, leak, True)
+    cross, sharing = got["local"]
+    names = [g["name"] for g in leak["groupings"]]
+    assert cross[names.index("id")] == 1 and sharing > 0 and sum(cross) > 3, (names, cross)
+    problems, _ = verify_run(run)
+    assert any("1 id groups span two or more splits" in p for p in problems), problems

@@ -390,11 +390,28 @@ def test_deal_is_the_midpoint_rule_over_the_seeded_sha256_order():
         assert list(deal(sizes, keys, ratios, 5)) == reference(sizes, keys, ratios, 5)
 
 
-def test_split_by_change_keeps_every_hunk_of_a_change_in_one_split() -> None:
+def _leaks_in_files(d: Path, splits: pl.DataFrame, grouping: dict) -> list[int]:
+    """verify's count of one grouping's groups across splits, from split files in `d` (in
+    memory and by key range: the same)."""
+    from pipeline.config import Config
+    from pipeline.export.crossing import leakage_counts
+    from pipeline.verify import leakage_in_memory
+
+    for s in SPLITS:
+        rows = splits.filter(pl.col("split") == s).drop("split").to_arrow()
+        shutil.rmtree(d / f"{s}.parquet", ignore_errors=True)
+        write_parquet(rows, d / f"{s}.parquet" / part_name(0), {})
+    leak = {"splits": {s: f"{s}.parquet" for s in SPLITS}, "groupings": [grouping]}
+    here = leakage_in_memory(d, leak, True)
+    assert leakage_counts(Config(), d, leak, True) == here
+    return here[0]
+
+
+def test_split_by_change_keeps_every_hunk_of_a_change_in_one_split(tmp_path) -> None:
     """Hunks of one commit share its comment and often its text: split_by = "change" deals
     whole changes; items of unknown change (empty) are not one change."""
     from pipeline.export.split import manifest_groupings
-    from pipeline.verify import column_keys, leakage_keys
+    from pipeline.verify import column_keys
 
     n = 300
     items, clusters, shapes = frames(list(range(n)), list(range(n)), [k % 3 for k in range(n)])
@@ -412,7 +429,7 @@ def test_split_by_change_keeps_every_hunk_of_a_change_in_one_split() -> None:
     # verify reads the grouping back from the manifest and finds a change spread by hand
     splits = items.join(a.select("id", "split"), on="id")
     grouping = {"name": "change", "columns": ["repo", "change"]}
-    assert cross_split_groups(splits, leakage_keys(Path("."), grouping, splits)) == 0
+    assert _leaks_in_files(tmp_path, splits, grouping) == [0]
     moved = splits.with_columns(
         split=pl.when(pl.col("id") == per["id"][0]).then(pl.lit("test")).otherwise("split")
     )
@@ -421,7 +438,7 @@ def test_split_by_change_keeps_every_hunk_of_a_change_in_one_split() -> None:
         .then(pl.lit("train"))
         .otherwise("split")
     )
-    assert cross_split_groups(moved, leakage_keys(Path("."), grouping, moved)) == 1
+    assert _leaks_in_files(tmp_path, moved, grouping) == [1]
     e = ExportConfig(split_by="ratio", ratios=[0.4, 0.3, 0.3])
     ratio = assign_splits(items, clusters, shapes, e)
     split = items.join(ratio, on="id").filter(pl.col("change") != "")

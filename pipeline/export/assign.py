@@ -127,13 +127,14 @@ def _members(
     return pl.DataFrame(cols, schema=_MEMBER_SCHEMA)
 
 
-def _text_key(frame: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def text_key(frame: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """sha256 words of the columns in NFC, joined by NUL (verify.column_keys' key)."""
     key = pl.concat_str(columns, separator="\x00")
     return sha256_128(nfc_columns(frame, columns).select(key).to_series())
 
 
-def _ints(s: pl.Series) -> np.ndarray:
+def unsigned(s: pl.Series) -> np.ndarray:
+    """Integer keys as uint64 words (their bits)."""
     return s.cast(pl.Int64).to_numpy().view(np.uint64)
 
 
@@ -148,17 +149,17 @@ def item_members(items: pl.DataFrame, e: ExportConfig, o: tuple[Any, int]) -> pl
     rows = items[ROW].cast(pl.Int64)
     out = [_members(items["id"], ITEM, zero, zero, o, row=rows, late=late)]
     c = items.filter(known(CHANGE_COLUMNS))
-    hi, lo = _text_key(c, CHANGE_COLUMNS)
+    hi, lo = text_key(c, CHANGE_COLUMNS)
     out.append(_members(c["id"], CHANGE, hi, lo, o, row=c[ROW], source=c["source"]))
     if e.split_by == "repo":
-        out.append(_members(items["id"], REPO, *_text_key(items, ["repo"]), o))
+        out.append(_members(items["id"], REPO, *text_key(items, ["repo"]), o))
     return pl.concat(out)
 
 
 def cluster_members(clusters: pl.DataFrame, component: str, o: tuple[Any, int]) -> pl.DataFrame:
     """Members of dedup components (clusters.parquet's rows: kept and removed ids alike)."""
     zero = np.zeros(clusters.height, np.uint64)
-    return _members(clusters["id"], COMPONENT, _ints(clusters[component]), zero, o)
+    return _members(clusters["id"], COMPONENT, unsigned(clusters[component]), zero, o)
 
 
 def shape_members(shapes: pl.DataFrame, e: ExportConfig, o: tuple[Any, int]) -> pl.DataFrame:
@@ -168,7 +169,9 @@ def shape_members(shapes: pl.DataFrame, e: ExportConfig, o: tuple[Any, int]) -> 
     kinds = {EDIT_SCOPE: EDIT} | ({e.scope: SHAPE} if e.scope not in ("none", EDIT_SCOPE) else {})
     for scope, kind in kinds.items():
         s = shapes.filter(pl.col("scope") == scope)
-        out.append(_members(s["id"], kind, _ints(s["group_id"]), np.zeros(s.height, np.uint64), o))
+        out.append(
+            _members(s["id"], kind, unsigned(s["group_id"]), np.zeros(s.height, np.uint64), o)
+        )
     return pl.concat(out)
 
 
@@ -226,6 +229,12 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
+def key_hash(kind: pl.Series, k1: pl.Series, k2: pl.Series) -> np.ndarray:
+    """`_h` of each (kind, key): where a key's members meet, spread over the key ranges."""
+    kinds = kind.cast(pl.Int64).to_numpy().view(np.uint64)
+    return _mix(k1.to_numpy() ^ _mix(k2.to_numpy() ^ _mix(kinds + np.uint64(1))))
+
+
 @dataclass
 class Numbered:
     """An id range's nodes (first, the first's number; seeded and late per node, in id order)
@@ -249,9 +258,7 @@ def number(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[Numbered, dict[str, A
     rows = items.select("id", "row").join(nodes, on="id", how="left")
     seeded = sha256_128(f"{seed}\0" + per_id["id"])[0] if per_id.height else np.zeros(0, np.uint64)
     keyed = frame.filter(pl.col("kind") != ITEM).join(nodes, on="id", how="inner")
-    k1, k2 = keyed["k1"].to_numpy(), keyed["k2"].to_numpy()
-    kind = keyed["kind"].to_numpy().astype(np.uint64)
-    h = _mix(k1 ^ _mix(k2 ^ _mix(kind + np.uint64(1))))
+    h = key_hash(keyed["kind"], keyed["k1"], keyed["k2"])
     keyed = keyed.select(pl.Series("_h", h, _U64), "kind", "k1", "k2", "node", "source")
     res = Numbered(
         first,
