@@ -274,3 +274,12 @@ def language_from_path(path: str) -> str:
 def normalise_language(lang: str) -> str:
     lang = lang.strip().lower()
     return _LANG_ALIASES.get(lang, lang)
+
+
+CHANGE_COLUMNS = ["repo", "change"]  # a change: its repository and its commit / pull request
+
+
+def known(columns: list[str]) -> pl.Expr:
+    """Every one of `columns` non-empty (a key with an empty part is no key: items of
+    unknown change are not one change)."""
+    return pl.all_horizontal((pl.col(c).fill_null("") != "") for c in columns)

@@ -23,6 +23,7 @@ from pipeline.config import Config
 from pipeline.nfc import nfc_columns
 from pipeline.parts import Parts, read_output, scan_output
 from pipeline.runs import MANIFEST, output_sha, read_manifest, stage_folders
+from pipeline.schema import CHANGE_COLUMNS, known
 from pipeline.storage import Location, under
 
 
@@ -248,19 +249,11 @@ def cross_split_groups(splits: pl.DataFrame, keys: pl.DataFrame) -> int:
     return int(per.filter(pl.col("n") > 1).height)
 
 
-def known(columns: list[str]) -> pl.Expr:
-    """Every one of `columns` non-empty (a key with an empty part is no key)."""
-    return pl.all_horizontal((pl.col(c).fill_null("") != "") for c in columns)
-
-
 def column_keys(items: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
     """id, key: the values of `columns` in NFC, joined (a change is its repo and change); an
     item with an empty one has no key, so items of unknown change are not one change."""
     key = pl.concat_str(columns, separator="\x00").alias("key")
     return nfc_columns(items.filter(known(columns)), columns).select("id", key)
-
-
-CHANGE_COLUMNS = ["repo", "change"]  # a change: its repository and its commit / pull request
 
 
 def held_out_sharing_change(splits: pl.DataFrame) -> pl.DataFrame:
@@ -321,7 +314,7 @@ def read_splits(d: Location, files: dict[str, str], extra: list[str]) -> pl.Data
 
 
 def leakage_in_memory(d: Location, leak: dict[str, Any], sharing: bool) -> tuple[list[int], int]:
-    """export/crossing.leakage_counts' figures from the split files read whole into memory:
+    """leakage.leakage_counts' figures from the split files read whole into memory:
     in one process less memory than member rows."""
     groupings = leak.get("groupings", [])
     named = {g["column"] for g in groupings if "column" in g}
@@ -348,12 +341,12 @@ def _check_leakage(
 ) -> None:
     """No dedup cluster, shape group (or repo, by_repo) has items in two splits; and the
     held-out items sharing a change with train are as many as the manifest says: counted
-    from the split files, on Ray by key range (export/crossing.py: the driver holds none of
+    from the split files, on Ray by key range (leakage.py: the driver holds none of
     the rows)."""
     sharing = counts.get(SHARING)
     try:
         if cfg is not None and cfg.run.executor == "ray":
-            from pipeline.export.crossing import leakage_counts
+            from pipeline.leakage import leakage_counts
 
             cross, n = leakage_counts(cfg, d, leak, sharing is not None)
         else:

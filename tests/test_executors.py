@@ -397,7 +397,7 @@ def test_the_leakage_check_counts_on_ray_as_locally(tmp_path, ray_local, monkeyp
 
     from pipeline.config import Config
     from pipeline.executors import ray as on_ray
-    from pipeline.export.crossing import leakage_counts
+    from pipeline.leakage import leakage_counts
     from pipeline.parts import part_name, read_output
     from pipeline.runs import write_parquet
     from pipeline.verify import leakage_in_memory

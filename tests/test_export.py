@@ -394,7 +394,7 @@ def _leaks_in_files(d: Path, splits: pl.DataFrame, grouping: dict) -> list[int]:
     """verify's count of one grouping's groups across splits, from split files in `d` (in
     memory and by key range: the same)."""
     from pipeline.config import Config
-    from pipeline.export.crossing import leakage_counts
+    from pipeline.leakage import leakage_counts
     from pipeline.verify import leakage_in_memory
 
     for s in SPLITS:

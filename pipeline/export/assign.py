@@ -40,11 +40,11 @@ import pyarrow as pa
 from pipeline.config import Config, ExportConfig
 from pipeline.dedup import clusters as C
 from pipeline.export.split import EDIT_SCOPE, component_col, cutoff, deal_order
-from pipeline.nfc import nfc_columns
+from pipeline.keys import arrow_schema, key_hash, text_key, unsigned
 from pipeline.parts import ROW
+from pipeline.schema import CHANGE_COLUMNS, known
 from pipeline.shapes.sha import sha256_128
 from pipeline.stage import SPLITS
-from pipeline.verify import CHANGE_COLUMNS, known
 
 # what binds items (`kind`), in the export manifest's order of groupings
 ITEM, COMPONENT, SHAPE, EDIT, REPO, CHANGE = range(6)
@@ -78,10 +78,6 @@ _EDGE_SCHEMA = {"a": pl.Int64, "b": pl.Int64}
 
 def _empty(schema: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
-
-
-def arrow_schema(schema: dict[str, Any]) -> pa.Schema:
-    return _empty(schema).to_arrow().schema
 
 
 SCHEMAS = {
@@ -125,17 +121,6 @@ def _members(
     cols |= {"k1": k1, "k2": k2, "row": np.full(n, -1, np.int64), "late": np.zeros(n, bool)}
     cols |= {"source": pl.Series([None] * n, dtype=pl.String)} | more
     return pl.DataFrame(cols, schema=_MEMBER_SCHEMA)
-
-
-def text_key(frame: pl.DataFrame, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """sha256 words of the columns in NFC, joined by NUL (verify.column_keys' key)."""
-    key = pl.concat_str(columns, separator="\x00")
-    return sha256_128(nfc_columns(frame, columns).select(key).to_series())
-
-
-def unsigned(s: pl.Series) -> np.ndarray:
-    """Integer keys as uint64 words (their bits)."""
-    return s.cast(pl.Int64).to_numpy().view(np.uint64)
 
 
 def item_members(items: pl.DataFrame, e: ExportConfig, o: tuple[Any, int]) -> pl.DataFrame:
@@ -220,19 +205,6 @@ def id_bounds(samples: list[Any], count: int) -> pl.Series | None:
 def count_ids(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[int, dict[str, Any]]:
     """An id range's distinct kept ids."""
     return frame.filter(pl.col("kind") == ITEM)["id"].n_unique(), {}
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: spreads integer keys over the key ranges."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def key_hash(kind: pl.Series, k1: pl.Series, k2: pl.Series) -> np.ndarray:
-    """`_h` of each (kind, key): where a key's members meet, spread over the key ranges."""
-    kinds = kind.cast(pl.Int64).to_numpy().view(np.uint64)
-    return _mix(k1.to_numpy() ^ _mix(k2.to_numpy() ^ _mix(kinds + np.uint64(1))))
 
 
 @dataclass

@@ -38,9 +38,9 @@ import polars as pl
 
 from pipeline.config import ExportConfig, iso_cutoff
 from pipeline.nfc import nfc_columns
+from pipeline.schema import CHANGE_COLUMNS
 from pipeline.shapes.sha import sha256_128
 from pipeline.verify import (
-    CHANGE_COLUMNS,
     SHARING,
     column_keys,
     cross_split_groups,

@@ -27,11 +27,11 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.config import Config
-from pipeline.export.assign import arrow_schema, key_hash, text_key, unsigned
+from pipeline.keys import arrow_schema, key_hash, text_key, unsigned
 from pipeline.parts import num_rows
+from pipeline.schema import CHANGE_COLUMNS, known
 from pipeline.shapes.sha import sha256_128
 from pipeline.storage import Location, under
-from pipeline.verify import CHANGE_COLUMNS, known
 
 ROWS = -1  # a split file's row: its id and split
 SHARE = -2  # a split file's row's change (repo and change, both known), for the sharing count
