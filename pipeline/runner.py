@@ -32,7 +32,7 @@ from pipeline import storage
 from pipeline.config import Config
 from pipeline.console import console, progress
 from pipeline.errors import DataError
-from pipeline.executors import batches, worker_cpu_s, worker_nodes, writer
+from pipeline.executors import batches, elsewhere, worker_cpu_s, worker_nodes, writer
 from pipeline.executors.contract import merge
 from pipeline.jit import BEGUN, none_cached, note_compiling_ahead, uncached_kernels, warm_mark
 from pipeline.parts import Parts, read_schema, read_table, remove, replace_tree
@@ -48,6 +48,20 @@ from pipeline.stage import PKG, Output, Stage, code_version, import_graph, resol
 from pipeline.storage import Location
 
 DEFAULT_BATCH = 65_536  # rows a map stage's batches hold unless it says (Stage.batch_size)
+
+
+def write_tree(dest: Location, build: Callable[[Path], None]) -> None:
+    """StageIO.write_tree's work, wherever it runs."""
+    if storage.is_remote(dest):
+        with tempfile.TemporaryDirectory(prefix="editcurate-") as d:
+            build(Path(d) / dest.name)
+            storage.delete(dest)
+            dest.fs.put(str(Path(d) / dest.name), dest.path, recursive=True)
+        return
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    remove(tmp)  # a symlink left there would have `build` write through it
+    build(tmp)
+    replace_tree(tmp, dest)
 
 
 @dataclass
@@ -98,20 +112,15 @@ class StageIO:
     def write_text(self, name: str, text: str) -> None:
         write_text(self.dir / name, text)
 
-    def write_tree(self, name: str, build: Callable[[Path], None]) -> None:
+    def write_tree(self, name: str, build: Callable[[Path], None], anywhere: bool = False) -> None:
         """A folder output, built in a temp folder renamed over the old one (on object
-        storage: built in a local temp folder, its objects uploaded over the old ones)."""
-        dest = self.dir / name
-        if storage.is_remote(dest):
-            with tempfile.TemporaryDirectory(prefix="editcurate-") as d:
-                build(Path(d) / name)
-                storage.delete(dest)
-                dest.fs.put(str(Path(d) / name), dest.path, recursive=True)
-            return
-        tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
-        remove(tmp)  # a symlink left there would have `build` write through it
-        build(tmp)
-        replace_tree(tmp, dest)
+        storage: built in a local temp folder, its objects uploaded over the old ones).
+        `anywhere`: `build` needs only the run folder, so on Ray a worker runs it (export's
+        hf/: datasets maps the whole corpus while it writes)."""
+        if anywhere:
+            elsewhere(self.cfg.run, write_tree, self.dir / name, build)
+        else:
+            write_tree(self.dir / name, build)
 
     @contextmanager
     def scratch(self, name: str) -> Iterator[Path]:

@@ -205,6 +205,17 @@ def reordered(
         yield fn(parts.read(int(k)), int(k), ctx)
 
 
+def elsewhere(run: RunConfig, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) as one task on the configured executor (locally in this process), its
+    result back: for whole-output work that needs only the run folder (export's hf/), so
+    that its memory is a worker's, not the driver's."""
+    if run.executor == "ray":
+        from pipeline.executors.ray import ray_call
+
+        return ray_call(run, fn, *args)
+    return fn(*args)
+
+
 def _local(b: Any) -> Any:
     """A local map output as the step returned it (a polars frame stays one), batches as
     tables."""

@@ -313,6 +313,12 @@ def spread(ray: Any, fn: Callable[..., Any], **options: Any) -> Any:
     return ray.remote(num_cpus=1, scheduling_strategy="SPREAD", **options)(fn)
 
 
+def ray_call(run: RunConfig, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) as one task on some worker (executors.elsewhere), its result back."""
+    ray = ensure_ray(run)
+    return _get(ray, spread(ray, fn).remote(*args))
+
+
 def _window(ray: Any) -> int:
     """Tasks in flight at once: two per CPU of the cluster, so workers never wait on the
     driver and the object store holds a bounded number of tasks' outputs."""

@@ -160,7 +160,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         "format": e.format,
     }
     files = {s: io.dir / f"{s}.parquet" for s in SPLITS}  # folders of parts
-    io.write_tree("hf", lambda dest: save_hf(files, dest))
+    io.write_tree("hf", lambda dest: save_hf(files, dest), anywhere=True)  # on Ray a worker
     io.write_text("README.md", card(counts, extra, cfg, io.run, schema))
     return counts, extra
 
