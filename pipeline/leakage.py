@@ -104,19 +104,33 @@ def joined(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[int, dict[str, Any]]:
     return int(twice), {KEYED: keyed}
 
 
+def spanning(
+    frame: pl.DataFrame, ident: str, change: int, train: int
+) -> tuple[dict[int, int], dict[str, int]]:
+    """Keyed rows (kind, k1, k2, split, source and `ident`, an id's identity) -> per kind
+    (>= 0), the keys whose rows are in two or more splits, a key of one id left to the id
+    count (as cross_split_groups does); and per source, the held-out rows of kind `change`
+    whose key has a row in split `train` (held_out_sharing_change). Export's own checks
+    (export/assign.py) and the leakage check count with it."""
+    key = ["kind", "k1", "k2"]
+    groups = frame.filter(pl.col("kind") >= 0)
+    per = groups.group_by(key).agg(pl.col("split").n_unique() > 1, pl.col(ident).n_unique() > 1)
+    cross = per.filter(pl.col("split") & pl.col(ident)).group_by("kind").len()
+    rows = frame.filter(pl.col("kind") == change)
+    trained = (pl.col("split") == train).any().over(key)
+    shared = rows.filter(trained & (pl.col("split") != train)).group_by("source").len()
+    return (
+        dict(zip(cross["kind"].to_list(), cross["len"].to_list(), strict=True)),
+        dict(zip(shared["source"].to_list(), shared["len"].to_list(), strict=True)),
+    )
+
+
 def crossed(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[tuple[dict[int, int], int], dict]:
     """A key range: per grouping (its index), the keys with rows in two or more splits; and
     the held-out rows of a change that has a train row (split `ctx`)."""
     (train,) = ctx
-    key = ["kind", "k1", "k2"]
-    groups = frame.filter(pl.col("kind") >= 0)
-    # a key of one id (its hash, `_o`) is left to the id count, as cross_split_groups does
-    per = groups.group_by(key).agg(pl.col("split").n_unique() > 1, pl.col("_o").n_unique() > 1)
-    cross = per.filter(pl.col("split") & pl.col("_o")).group_by("kind").len()
-    out = dict(zip(cross["kind"].to_list(), cross["len"].to_list(), strict=True))
-    change = frame.filter(pl.col("kind") == SHARE)
-    trained = (pl.col("split") == train).any().over(key)
-    return (out, change.filter(trained & (pl.col("split") != train)).height), {}
+    cross, shared = spanning(frame, "_o", SHARE, train)  # `_o`: the id's hash
+    return (cross, sum(shared.values())), {}
 
 
 def leakage_counts(

@@ -41,6 +41,7 @@ from pipeline.config import Config, ExportConfig
 from pipeline.dedup import clusters as C
 from pipeline.export.split import EDIT_SCOPE, component_col, cutoff, deal_order
 from pipeline.keys import arrow_schema, key_hash, text_key, unsigned
+from pipeline.leakage import spanning
 from pipeline.parts import ROW
 from pipeline.schema import CHANGE_COLUMNS, known
 from pipeline.shapes.sha import sha256_128
@@ -209,10 +210,8 @@ def count_ids(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[int, dict[str, Any
 
 @dataclass
 class Numbered:
-    """An id range's nodes (first, the first's number; seeded and late per node, in id order)
-    and its kept rows' nodes."""
+    """An id range's nodes (seeded and late per node, in id order) and its kept rows' nodes."""
 
-    first: int
     seeded: np.ndarray
     late: np.ndarray
     rows: np.ndarray
@@ -233,7 +232,6 @@ def number(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[Numbered, dict[str, A
     h = key_hash(keyed["kind"], keyed["k1"], keyed["k2"])
     keyed = keyed.select(pl.Series("_h", h, _U64), "kind", "k1", "k2", "node", "source")
     res = Numbered(
-        first,
         seeded,
         per_id["late"].to_numpy(),
         rows["row"].to_numpy(),
@@ -264,10 +262,7 @@ def _components(cfg: Config, pieces: list[Any], n: int) -> np.ndarray:
         from pipeline.dedup.ray_graph import components
 
         return components(cfg.run, pieces, n)
-    frames = [
-        pl.DataFrame(pl.from_arrow(p)) if not isinstance(p, pl.DataFrame) else p for p in pieces
-    ]
-    e = pl.concat(frames) if frames else _empty(_EDGE_SCHEMA)
+    e = pl.concat(pieces) if pieces else _empty(_EDGE_SCHEMA)  # edges' own frames, locally
     return C.components(n, e["a"].to_numpy(), e["b"].to_numpy())
 
 
@@ -304,20 +299,11 @@ def split_of_nodes(
 
 def checks(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A key range's keys whose nodes are in two or more splits, per kind; and per source, the
-    held-out rows of a change that has a train row."""
+    held-out rows of a change that has a train row (leakage.spanning, a node an id)."""
     (split,) = ctx
-    key = ["kind", "k1", "k2"]
     f = frame.with_columns(split=pl.Series(split[frame["node"].to_numpy()], dtype=pl.Int8))
-    per = f.group_by(key).agg(pl.col("split").n_unique().alias("n"))
-    cross = per.filter(pl.col("n") > 1).group_by("kind").len()
-    change = f.filter(pl.col("kind") == CHANGE)
-    trained = (pl.col("split") == 0).any().over(key)
-    sharing = change.filter(trained & (pl.col("split") != 0)).group_by("source").len()
-    out = {
-        "cross": dict(zip(cross["kind"].to_list(), cross["len"].to_list(), strict=True)),
-        "sharing": dict(zip(sharing["source"].to_list(), sharing["len"].to_list(), strict=True)),
-    }
-    return out, {}
+    cross, sharing = spanning(f, "node", CHANGE, SPLITS.index("train"))
+    return {"cross": cross, "sharing": sharing}, {}
 
 
 # ------------------------------------------------------------------------ the passes
