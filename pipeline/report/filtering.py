@@ -7,25 +7,36 @@ sample that does not depend on the order of the input or of the Parquet parts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from pipeline.parts import read_output, scan_output
+from pipeline.parts import Parts, read_output, scan_output
 from pipeline.report.common import ITEM_COLS, export_files, member, pct
 from pipeline.stage import SPLITS
 from pipeline.storage import Location
 
 EXAMPLES = 5  # examples shown per rule
 FLAG_EXAMPLES = 2  # examples shown per flag
+# what rule_examples counts and orders the rejected items by; the rest only for examples
+COUNTED = ("id", "rule", "rules", "source", "source_ref")
 
 
-def rule_examples(rejected: pl.DataFrame, per_rule: int = EXAMPLES) -> list[dict[str, Any]]:
+def rule_examples(
+    rejected: pl.DataFrame,
+    per_rule: int = EXAMPLES,
+    text: Callable[[np.ndarray], pl.DataFrame] | None = None,
+) -> list[dict[str, Any]]:
     """[{rule, dropped, matched, share, examples: [member + reason, rules]}], most dropped first.
 
     `dropped` counts items whose first matching rule is this one (the `rule` column, so the
     counts add up to the rejected items); `matched` counts rejected items this rule matched at
     all (the `rules` list: an item a lock-file rule dropped may also have a bot author).
+    `text(rows)`: the examples' other columns (ITEM_COLS, reason), given their row numbers in
+    `rejected`, where it holds only what is counted and sorted on (the rejected items' text
+    is read for the examples alone).
     """
     if rejected.is_empty():
         return []
@@ -43,7 +54,14 @@ def rule_examples(rejected: pl.DataFrame, per_rule: int = EXAMPLES) -> list[dict
         dropped = dropped.with_columns(matched=pl.col("dropped"))
     dropped = dropped.sort(["dropped", "rule"], descending=[True, False])
     sort_by = ["id"] + [c for c in ("source", "source_ref") if c in rejected.columns]
-    picks = rejected.sort(sort_by).group_by("rule", maintain_order=True).head(per_rule)
+    picks = (
+        rejected.with_row_index("_at")
+        .sort(sort_by)
+        .group_by("rule", maintain_order=True)
+        .head(per_rule)
+    )
+    if text is not None:
+        picks = pl.concat([picks, text(picks["_at"].to_numpy())], how="horizontal")
     out = []
     for r in dropped.iter_rows(named=True):
         ex = []
@@ -65,15 +83,24 @@ def rule_examples(rejected: pl.DataFrame, per_rule: int = EXAMPLES) -> list[dict
 def filter_rules(run_dir: Location, manifest: dict[str, Any]) -> dict[str, Any]:
     """The filter section: items in, rejected, and each drop rule with its examples."""
     p = run_dir / "filter" / "rejected.parquet"
-    rej = read_output(p) if p.exists() else pl.DataFrame()
+    rej, rules = pl.DataFrame(), []
+    if p.exists():
+        parts = Parts(p)
+        have = parts.schema_arrow.names
+        rej = read_output(p, [c for c in COUNTED if c in have])
+        shown = [c for c in (*ITEM_COLS, "reason") if c in have and c not in rej.columns]
+
+        def text(rows: np.ndarray) -> pl.DataFrame:
+            return pl.DataFrame(pl.from_arrow(parts.take(rows, shown)))
+
+        rules = rule_examples(rej, text=text) if rej.height else []
     c = manifest.get("counts", {})
-    flagged = c.get("flagged")
     return {
         "items_in": c.get("items_in"),
         "rejected": rej.height,
-        "flagged": flagged,
+        "flagged": c.get("flagged"),
         "examples_per_rule": EXAMPLES,
-        "rules": rule_examples(rej) if rej.height else [],
+        "rules": rules,
         "flags": flag_counts(run_dir),
     }
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.report.sampling import CAPS
+from pipeline.report.sampling import CAPS, Shapes, of_scope
 
 NO_CHANGE = "no shape dedup"
 SPREAD = "spread"
@@ -73,14 +73,14 @@ def _groups_of(ids: set[str], s: pl.DataFrame) -> tuple[dict[str, str], dict[str
 
 
 def recommend(
-    samp: dict[str, Any], shp: pl.DataFrame | None, smoke: dict[str, Any], window: int
+    samp: dict[str, Any], shp: Shapes | None, smoke: dict[str, Any], window: int
 ) -> dict[str, Any]:
     """{present, policy, settings, reason, considered: [{policy, twins, items, share, verdict}],
     culprit_sets: [{ids, groups, kept_apart_by}], language_kept, repo_kept} or {present: False}."""
     if not samp.get("present") or shp is None:
         return {"present": False, "note": "shapes stage not run: no shape groups to judge"}
     scope = samp["scope"]
-    s = shp.filter(pl.col("scope") == scope).select("id", pl.col("group_id").cast(pl.String))
+    s = of_scope(shp, scope, "id", pl.col("group_id").cast(pl.String))
     s = s.unique("id")
     sets = [c["ids"] for c in smoke.get("culprits", []) if c.get("ids")] if smoke else []
     group, rank = _groups_of({i for ids in sets for i in ids}, s)

@@ -37,6 +37,7 @@ from pipeline.report.sampling import (
     _collisions,
     read_shapes,
     sampling,
+    shape_scopes,
     shapes,
     shapes_file,
     stage_order,
@@ -222,29 +223,29 @@ def build(
             raise ReportFailed(
                 f"report: no {s} output in {run_dir / s}; run `editcurate run` first"
             )
-    shp = read_shapes(run_dir)
-    if shp is not None and shp.height and scope not in set(shp["scope"].unique()):
-        have = ", ".join(sorted(shp["scope"].unique()))
+    scopes = shape_scopes(run_dir)
+    if scopes and scope not in scopes:
+        have = ", ".join(sorted(scopes))
         raise ReportFailed(f"report: no shape scope {scope!r} in shapes.parquet (has: {have})")
     out = run_dir / "report" / "plots"
     remove(out)  # no stale plot from an earlier report
+    # the sections that read neither the shapes rows nor the items' measures first: what
+    # one section reads whole is released before the next, and those two are the largest
+    meta: dict[str, Any] = {"header": header(run_dir, manifests), "splits": splits(run_dir)}
+    meta["smoke"] = smoke(run_dir, out)
+    data = {
+        "filter": filter_rules(run_dir, manifests["filter"]),
+        "dedup": dedup(run_dir, manifests["dedup"], out),
+        "kept": kept_sample(run_dir, kept),
+    }
+    shp = read_shapes(run_dir)
     kept_items = run_dir / "dedup" / "kept.parquet"
     items = item_measures(kept_items)  # no text: a corpus's code is read as a stream
     stage = stage_order(run_dir, batch, window) if shp is not None else None
-    meta = {
-        "header": header(run_dir, manifests),
-        "funnel": funnel(run_dir, manifests, verified),
-        "splits": splits(run_dir),
-        "smoke": smoke(run_dir, out),
-    }
-    data = {
-        "filter": filter_rules(run_dir, manifests["filter"]),
-        "distributions": distributions(items, out),
-        "dedup": dedup(run_dir, manifests["dedup"], out),
-        "shapes": shapes(shp, scan_output(kept_items), scan_output(shapes_file(run_dir))),
-        "sampling": sampling(shp, items, scope, batch, seed, stage),
-        "kept": kept_sample(run_dir, kept),
-    }
+    meta["funnel"] = funnel(run_dir, manifests, shp, verified)
+    data["distributions"] = distributions(items, out)
+    data["shapes"] = shapes(shp, scan_output(kept_items), scan_output(shapes_file(run_dir)))
+    data["sampling"] = sampling(shp, items, scope, batch, seed, stage)
     data["recommendation"] = recommend(
         data["sampling"], shp, meta["smoke"], (stage or {}).get("window") or window or batch
     )

@@ -31,13 +31,32 @@ def shapes_file(run_dir: Location) -> Location:
     return run_dir / "shapes" / "shapes.parquet"
 
 
-def read_shapes(run_dir: Location) -> pl.DataFrame | None:
+# shapes.parquet's rows (SHAPE_COLS): read by scope where they are used (4 rows an item;
+# one scope's at a time in memory), or a frame given whole (tests)
+Shapes = pl.DataFrame | pl.LazyFrame
+
+
+def read_shapes(run_dir: Location) -> pl.LazyFrame | None:
     p = shapes_file(run_dir)
-    return read_output(p, SHAPE_COLS) if committed(p.parent, p.name) else None
+    return scan_output(p).select(SHAPE_COLS) if committed(p.parent, p.name) else None
+
+
+def of_scope(shp: Shapes, scope: str, *columns: str | pl.Expr) -> pl.DataFrame:
+    """The rows of one scope (`columns` of them: all if none)."""
+    rows = shp.lazy().filter(pl.col("scope") == scope)
+    return (rows.select(*columns) if columns else rows).collect()
+
+
+def shape_scopes(run_dir: Location) -> set[str] | None:
+    """The scopes shapes.parquet holds (None: no shapes output), without reading its rows."""
+    p = shapes_file(run_dir)
+    if not committed(p.parent, p.name):
+        return None
+    return set(scan_output(p).select(pl.col("scope").unique()).collect()["scope"].to_list())
 
 
 def shapes(
-    shp: pl.DataFrame | None, items: pl.LazyFrame, texts: pl.LazyFrame | None = None
+    shp: Shapes | None, items: pl.LazyFrame, texts: pl.LazyFrame | None = None
 ) -> dict[str, Any]:
     """The shape groups per scope (`shp`: read_shapes), and the largest with their shape text
     and examples looked up in `texts` (shapes.parquet) and `items` (scans: only the rows
@@ -47,8 +66,9 @@ def shapes(
     per_scope = []
     largest = []
     order = {s: i for i, s in enumerate(SHAPE_SCOPES)}
-    for scope in sorted(shp["scope"].unique().to_list(), key=lambda x: (order.get(x, 9), x)):
-        s = shp.filter(pl.col("scope") == scope)
+    scopes = shp.lazy().select(pl.col("scope").unique()).collect()["scope"].to_list()
+    for scope in sorted(scopes, key=lambda x: (order.get(x, 9), x)):
+        s = of_scope(shp, scope)
         g = s.group_by("group_id").agg(
             pl.len().alias("n"), pl.col("digit_only").any().alias("digit_only")
         )
@@ -164,7 +184,7 @@ def stage_order(run_dir: Location, batch: int, window: int | None = None) -> dic
 
 
 def sampling(
-    shp: pl.DataFrame | None,
+    shp: Shapes | None,
     items: pl.DataFrame,
     scope: str = "repo",
     batch: int = 16,
@@ -181,7 +201,7 @@ def sampling(
     """
     if shp is None:
         return {"present": False, "note": "shapes stage not run"}
-    g = shp.filter(pl.col("scope") == scope).select("id", pl.col("group_id").cast(pl.String))
+    g = of_scope(shp, scope, "id", pl.col("group_id").cast(pl.String))
     base = items.select(  # a blank language or repo is its own column, named NONE
         "id",
         shown_value("language").alias("language"),
@@ -195,14 +215,12 @@ def sampling(
     rng = np.random.default_rng(seed)
     langs = [r["value"] for r in counts(base, "language", 6) if r["value"] != "(other)"]
     repos = [r["value"] for r in counts(base, "repo", 6) if r["value"] != "(other)"]
-    policies = (
-        [("no shape dedup", base)]
-        + [(f"cap k={k}", base.filter(pl.col("rank") < k)) for k in CAPS]
-        + [("spread", base)]
-    )
+    # (name, its cap): one policy's items made at a time (each is a copy of most of them)
+    policies = [("no shape dedup", None), *((f"cap k={k}", k) for k in CAPS), ("spread", None)]
     st = stage or {}
     rows = []
-    for name, df in policies:
+    for name, cap in policies:
+        df = base if cap is None else base.filter(pl.col("rank") < cap)
         row: dict[str, Any] = {
             "policy": name,
             "items": df.height,

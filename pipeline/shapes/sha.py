@@ -16,11 +16,16 @@ import pyarrow as pa
 
 from pipeline.shapes.kernels import from_buffers
 
+CHUNK = 1 << 16  # strings made Python objects at once: their memory, not the column's
+
 
 def sha256_128(s: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """(hi, lo) uint64: the first 16 bytes of each string's sha256, big-endian."""
-    digests = b"".join([sha256(x).digest()[:16] for x in s.cast(pl.Binary).to_list()])
-    words = np.frombuffer(digests, ">u8").astype(np.uint64).reshape(-1, 2)
+    words = np.empty((len(s), 2), np.uint64)
+    b = s.cast(pl.Binary)
+    for at in range(0, len(s), CHUNK):
+        digests = b"".join([sha256(x).digest()[:16] for x in b.slice(at, CHUNK).to_list()])
+        words[at : at + CHUNK] = np.frombuffer(digests, ">u8").reshape(-1, 2)
     return words[:, 0].copy(), words[:, 1].copy()
 
 
