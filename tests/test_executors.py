@@ -295,6 +295,57 @@ def test_ray_batches_are_the_local_batches_of_a_many_part_input(tmp_path, ray_lo
     assert list(batches(cfg, tmp_path / "e.parquet", fn, None, 401)) == []
 
 
+def test_side_columns_join_each_row_on_ray_as_locally(tmp_path, ray_local, monkeypatch):
+    """`batches(..., side=)`: columns decided per row elsewhere (pieces in any row order, each
+    naming some columns of some rows) are joined to every batch by row number, zero where no
+    piece names the row; on Ray the pieces are cut by span and joined by the tasks, never
+    laid out in the driver."""
+    import numpy as np
+    import pyarrow as pa
+
+    import pipeline.executors as local_executor
+    from pipeline.config import Config
+    from pipeline.executors import batches
+    from pipeline.executors.side import Side
+    from pipeline.parts import ROW, PartSink
+
+    n = 3000
+    t = pa.table({"k": np.arange(n)})
+    sink = PartSink(tmp_path / "o.parquet", t.schema, part_rows=700)
+    for at in range(0, n, 250):
+        sink.write_table(t.slice(at, 250), row_group_size=117)
+    sink.close()
+    rng = np.random.default_rng(0)
+    rows = rng.permutation(n)
+    pieces = [  # "a" for every row over two pieces, "b" for a third of them
+        pa.table({ROW: rows[:1700], "a": rows[:1700] * 10}),
+        pa.table({ROW: rows[1700:], "a": rows[1700:] * 10}),
+        pa.table({ROW: rows[::3], "b": rows[::3] % 2 == 0}),
+    ]
+    schema = pa.schema([("a", pa.int64()), ("b", pa.bool_())])
+
+    def fn(batch, ctx):
+        return {"o": pa.Table.from_batches([batch])}, {}
+
+    got = {}
+    for executor in ("local", "ray"):
+        cfg = Config.model_validate({"run": {"executor": executor}})
+        res = batches(
+            cfg, tmp_path / "o.parquet", fn, None, 401, numbered=True, side=Side(pieces, schema)
+        )
+        got[executor] = pa.concat_tables([r[0]["o"] for r in res])
+        if executor == "local":  # the driver lays them out only for the local executor
+            monkeypatch.setattr(local_executor, "arrays", None)
+    local = got["local"]
+    assert local.column_names == ["k", ROW, "a", "b"]
+    assert got["ray"].equals(local)
+    k = local["k"].to_numpy()
+    assert (local["a"].to_numpy() == k * 10).all()
+    named = np.zeros(n, bool)
+    named[rows[::3]] = True
+    assert (local["b"].to_numpy() == (named & (k % 2 == 0))).all()
+
+
 def test_a_filter_that_drops_every_item_runs_on_ray_as_locally(tmp_path, ray_local):
     """Empty stage inputs from the filter on: no batch, no Ray task, the same files."""
     rules = tmp_path / "dropall.yaml"

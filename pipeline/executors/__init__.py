@@ -15,7 +15,9 @@ own per-item work and do the rest in the driver; those whose rows are made a bat
 (decontaminate's matching, shapes' kept and removed, export's split files) write them
 through `writer` too, with the pieces as they came (`size` None), and `reordered` puts rows
 in another order than the input's a range of target slots at a time (dedup's outputs,
-spread's kept). What the executors are handed and give back is in contract.py.
+spread's kept). `batches(..., side=)` joins to each batch columns a stage decided per row
+in tasks of its own (shapes' annotate), by row number (side.py). What the executors are
+handed and give back is in contract.py.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.executors.contract import BatchFn, KeyRangeFn, PartFn, RangeFn, Result, TaskFn
+from pipeline.executors.side import Side, arrays, joined
 from pipeline.parts import Parts, Writer, scan_output, with_rows
 from pipeline.reorder import ranges, scatter
 from pipeline.storage import Location
@@ -50,25 +53,31 @@ def batches(
     threads: int = 1,
     held: dict[str, pa.Schema] | None = None,
     numbered: bool = False,
+    side: Side | None = None,
 ) -> Iterator[Result]:
     """fn over `size`-row batches of `src` (only `columns`), in input order, on the
     configured executor (run.executor). Locally, `threads` > 1 runs that many batches at
     once on threads: for steps whose kernels release the GIL (numba, polars), so one batch's
     work overlaps the next one's. `held`: outputs go only to `writer` (on Ray they stay
     with the workers). `numbered`: each batch ends with a column ROW, its rows' positions
-    in `src` (for fn to look up what the driver decided per row)."""
+    in `src` (for fn to look up what the driver decided per row). `side`: then each batch
+    has side.schema's columns too, joined by row number (side.py: on Ray by the tasks)."""
     if cfg.run.executor == "ray":
         from pipeline.executors.ray import ray_batches
 
-        yield from ray_batches(cfg, src, fn, ctx, size, columns, held, numbered)
+        yield from ray_batches(cfg, src, fn, ctx, size, columns, held, numbered, side)
         return
 
     def done(res: tuple[dict[str, Any], dict[str, Any]], rows: int) -> Result:
         return {k: _local(v) for k, v in res[0].items()}, res[1], rows
 
-    reader = Parts(src).iter_batches(size, columns)
+    parts = Parts(src)
+    reader = parts.iter_batches(size, columns)
     if numbered:
         reader = with_rows(reader, 0)
+    if side is not None:
+        laid = arrays(side.pieces, 0, parts.num_rows, side.schema)
+        reader = joined(reader, 0, laid, side.schema)
     if threads <= 1:
         for batch in reader:
             yield done(fn(batch, ctx), batch.num_rows)

@@ -35,6 +35,7 @@ import pyarrow as pa
 from pipeline import storage
 from pipeline.errors import EnvError
 from pipeline.executors.contract import BatchFn, KeyRangeFn, PartFn, RangeFn, Result, TaskFn
+from pipeline.executors.side import Side, arrays, cut_rows, joined
 from pipeline.parts import (
     Parts,
     PartSink,
@@ -162,6 +163,7 @@ def ray_batches(
     columns: list[str] | None,
     held: dict[str, pa.Schema] | None = None,
     numbered: bool = False,
+    side: Side | None = None,
 ) -> Iterator[Result]:
     """fn over the `size`-row batches a local run sees, on Ray, yielded in input order: one
     task per span of consecutive batches (Parts.spans), which its worker reads itself (only
@@ -169,13 +171,25 @@ def ray_batches(
     selection, Ray Data 2.60 gave a part's row groups out of order (a 262,144-row part read
     as two blocks, the second first) despite preserve_order, and rows would have been
     numbered wrong. With `held` (the outputs' schemas), outputs stay with the workers
-    (`Held`, for RayParts)."""
+    (`Held`, for RayParts). With `side`, its tables are cut by span (a task each, as they
+    lie) and each span's task joins its pieces (side.py): they never reach the driver."""
     spans = Parts(src).spans(size)
-    job = (fn, ctx, columns, size, numbered)
+    todo: list[Any] = list(spans)
+    if side is not None and spans:
+        ray = ensure_ray(cfg.run)
+        firsts = np.array([s.first for s in spans], np.int64)
+        cut = spread(ray, _cut_side, num_returns=len(spans) + 1)
+        held_side = [p if isinstance(p, Held) else _put(ray, p) for p in side.pieces]
+        cuts = [cut.remote(firsts, h.start, h.rows, h.ref) for h in held_side]
+        for c in cuts:  # the cutting tasks' CPU and node
+            _count(_get(ray, c[-1]))
+        todo = [(span, [c[i] for c in cuts]) for i, span in enumerate(spans)]
+        del cuts
+    job = (fn, ctx, columns, size, numbered, side.schema if side is not None else None)
     results = (
-        ray_held(cfg.run, spans, _span_task, job, held)
+        ray_held(cfg.run, todo, _span_task, job, held)
         if held is not None
-        else ray_tasks(cfg.run, spans, _span_task, job)
+        else ray_tasks(cfg.run, todo, _span_task, job)
     )
     for outs, counts in results:
         rows = counts.pop(ROWS)
@@ -183,13 +197,30 @@ def ray_batches(
 
 
 def _span_task(
-    span: Span, ctx: tuple[BatchFn, Any, list[str] | None, int, bool]
+    task: Span | tuple[Span, list[Any]],
+    ctx: tuple[BatchFn, Any, list[str] | None, int, bool, pa.Schema | None],
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    fn, fctx, columns, size, numbered = ctx
+    """A span's batches (with their side columns, its pieces of them given as refs)."""
+    fn, fctx, columns, size, numbered, side = ctx
+    span, refs = task if isinstance(task, tuple) else (task, [])
     reader = read_span(span, size, columns)
-    for batch in with_rows(reader, span.first) if numbered else reader:
+    if numbered:
+        reader = with_rows(reader, span.first)
+    if side is not None:
+        import ray
+
+        laid = arrays(ray.get(refs), span.first, span.rows, side)
+        reader = joined(reader, span.first, laid, side)
+    for batch in reader:
         outs, counts = fn(batch, fctx)
         yield outs, {**counts, ROWS: batch.num_rows}
+
+
+def _cut_side(firsts: np.ndarray, start: int, rows: int, t: pa.Table) -> list[Any]:
+    """Rows [start, start + rows) of a side table cut by span (side.cut_rows); last, the
+    task's CPU time and node."""
+    t0 = time.process_time()
+    return [*cut_rows(t.slice(start, rows), firsts), _spent(t0)]
 
 
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from pipeline.config import SHAPE_SCOPES, ShapesConfig
 from pipeline.dedup.clusters import rank_exprs, sort_best
@@ -62,6 +63,20 @@ def _size_bucket(n: int) -> str:
 
 SHAPES = "shapes.parquet"  # the output scope_range makes: SHAPES_SCHEMA rows
 SCOPES = sorted(SHAPE_SCOPES)  # the order scopes are worked in, and shapes.parquet's
+# annotate's other output of scope_range: per row (`_row`) the group columns kept gets
+NOTES = "notes"
+
+
+def notes_schema(scope: str | None = None) -> pa.Schema:
+    """The group columns annotate adds to kept, in kept's order (described for the dataset
+    card in schema.SCOPED_COLUMN_DOCS and COLUMN_DOCS); with `scope`, that scope's alone,
+    which scope_range makes (the digit flag with the first scope worked in)."""
+    fields = []
+    for sc in SHAPE_SCOPES if scope is None else [scope]:
+        fields += [pa.field(f"shape_{c}_{sc}", pa.int64()) for c in ("group", "size")]
+    if scope is None or scope == SCOPES[0]:
+        fields.append(pa.field("shape_digit_only", pa.bool_()))
+    return pa.schema(fields)
 
 
 def scope_columns(scope: str, s: ShapesConfig, keeper: list[str], have: list[str]) -> list[str]:
@@ -79,7 +94,8 @@ def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], 
     range of its key, the ranges in key order): the groups numbered from `offsets[p]` (the
     groups of the ranges before), the shapes rows sorted (group, id, row), and what the
     driver gathers (Gathered.add): group sizes, the largest groups, cap's removed rows, the
-    per-row groups annotate and spread need. ctx: (scope, config, keeper, offsets, with
+    per-row groups spread needs; for annotate, its rows' group columns as an output (NOTES),
+    which the executor joins back to the rows. ctx: (scope, config, keeper, offsets, with
     `_row` in the shapes rows)."""
     scope, s, keeper, offsets, with_rows = ctx
     hi = frame[f"_k_{scope}"].to_numpy()
@@ -103,10 +119,17 @@ def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], 
             res["removed"] = cap_groups(g.rename({"_g": f"group_{scope}"}), s, keeper)
         if s.policy == "spread":
             res |= {"key": hi, "ih": frame["_ih"].to_numpy()}
-    if s.policy == "annotate" or (s.policy == "spread" and scope == s.scope):
+    outs: dict[str, Any] = {}
+    if s.policy == "spread" and scope == s.scope:
         res |= {"rows": frame["_row"].to_numpy(), "group": g["_g"].to_numpy(), "size": size}
-        if s.policy == "annotate" and scope == SCOPES[0]:  # once a row
-            res["digit"] = frame["digit_only"].to_numpy()
+    if s.policy == "annotate":  # back to the rows by the executor (batches' side)
+        cols = notes_schema(scope).names
+        outs[NOTES] = g.select(
+            "_row",
+            pl.col("_g").alias(cols[0]),
+            pl.col("_size").alias(cols[1]),
+            *([pl.col("digit_only").alias(cols[2])] if len(cols) > 2 else []),
+        )
     out = rows.select(
         "id",
         pl.lit(scope).alias("scope"),
@@ -117,7 +140,7 @@ def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], 
         pl.col("_size").alias("group_size"),
         *(["_row"] if with_rows else []),
     )
-    return res, {SHAPES: out}
+    return res, {SHAPES: out, **outs}
 
 
 def _top_ten(groups: pl.DataFrame) -> pl.DataFrame:
@@ -139,19 +162,7 @@ class ShapesResult:
     counts: dict[str, Any]
     largest: list[dict[str, Any]]
     by_size: dict[str, dict[str, int]]
-    # annotate: per input row (arrays: on Ray a task's context maps them, not copies), the
-    # group columns it adds to kept (described for the dataset card in
-    # schema.SCOPED_COLUMN_DOCS and COLUMN_DOCS)
-    notes: dict[str, np.ndarray] | None = None
     shape_rows: list[pl.DataFrame] = field(default_factory=list)  # analyse only
-
-    @property
-    def annotations(self) -> pl.DataFrame | None:
-        """notes as a frame, with `_row`."""
-        if self.notes is None:
-            return None
-        n = len(next(iter(self.notes.values())))
-        return pl.DataFrame({"_row": np.arange(n, dtype=np.int64), **self.notes})
 
     @property
     def shapes(self) -> pl.DataFrame:
@@ -163,7 +174,7 @@ class ShapesResult:
 class Gathered:
     """What the driver keeps of the scopes' key ranges (scope_range's results), for the
     policy and the figures: per range its group sizes and largest groups; cap's removed
-    rows; per input row the groups annotate adds to kept (or spread orders by). Of the
+    rows; per input row the groups spread orders by. Of the
     items' text only the ten largest groups' shapes and cap's keeper ids reach it; the
     other ids and shapes stay in the ranges."""
 
@@ -174,11 +185,6 @@ class Gathered:
         self.removed: list[pl.DataFrame] = []
         self.digit_only = 0
         self.per_row: dict[str, np.ndarray] = {}
-        if s.policy == "annotate":
-            for scope in SHAPE_SCOPES:
-                self.per_row[f"shape_group_{scope}"] = np.zeros(n, np.int64)
-                self.per_row[f"shape_size_{scope}"] = np.zeros(n, np.int64)
-            self.per_row["shape_digit_only"] = np.zeros(n, np.bool_)
         if s.policy == "spread":
             self.per_row |= {
                 "key": np.zeros(n, np.uint64),
@@ -199,15 +205,9 @@ class Gathered:
                 pl.concat([x for x in (self.largest, res["largest"]) if x is not None])
             )
         self.removed += [res["removed"]] if "removed" in res else []
-        rows = res.get("rows")
-        if self.s.policy == "annotate":
-            self.per_row[f"shape_group_{scope}"][rows] = res["group"]
-            self.per_row[f"shape_size_{scope}"][rows] = res["size"]
-            if "digit" in res:
-                self.per_row["shape_digit_only"][rows] = res["digit"]
         if self.s.policy == "spread" and scope == self.s.scope:
             for k in ("key", "size", "ih"):
-                self.per_row[k][rows] = res[k]
+                self.per_row[k][res["rows"]] = res[k]
 
     def result(self, fetch: Fetch) -> ShapesResult:
         s, n = self.s, self.n
@@ -244,8 +244,7 @@ class Gathered:
             big = {k: c for k, c in self.sizes[scope].items() if k > 1}
             counts[f"groups_{scope}"] = sum(big.values())
             counts[f"grouped_items_{scope}"] = sum(k * c for k, c in big.items())
-        notes = self.per_row if s.policy == "annotate" else None
-        return ShapesResult(removed, order, counts, self._largest(fetch), by_size, notes)
+        return ShapesResult(removed, order, counts, self._largest(fetch), by_size)
 
     def _largest(self, fetch: Fetch) -> list[dict[str, Any]]:
         """The ten largest groups at the policy's scope (size > 1), each by its first

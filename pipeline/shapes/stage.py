@@ -32,16 +32,19 @@ from pipeline.config import SHAPE_SCOPES, Config, ShapesConfig
 from pipeline.console import console
 from pipeline.dedup.clusters import RANK_COLUMNS, TIE_BREAK
 from pipeline.executors import batches, by_range, range_count, reordered, writer
+from pipeline.executors.side import Side
 from pipeline.jit import warm_items
 from pipeline.parts import ROW, Parts
 from pipeline.shapes import group
 from pipeline.shapes.columns import key_frame
 from pipeline.shapes.group import (
+    NOTES,
     SCOPES,
     SHAPES,
     Gathered,
     ShapesResult,
     group_count,
+    notes_schema,
     scope_columns,
     scope_range,
 )
@@ -130,15 +133,17 @@ def _key_pieces(
 
 def _grouped(
     cfg: Config, src: Parts, pieces: list[Any], have: list[str], io: StageIO, bar: Any
-) -> ShapesResult:
+) -> tuple[ShapesResult, list[Any]]:
     """Every scope's groups, a key range at a time (executors.by_range: on Ray the ranges
     are tasks and the driver gets only their results), shapes.parquet written from the
     ranges as they come (on Ray by the workers): what analyse does, past one process. A
-    range's rows (locally a whole scope's) are let go before the next range is made."""
+    range's rows (locally a whole scope's) are let go before the next range is made. With
+    annotate, also each range's NOTES (the rows' group columns; on Ray left there)."""
     s, keeper = cfg.shapes, list(cfg.dedup.keeper)
     gathered = Gathered(src.num_rows, s, keeper)
     count = range_count(cfg, src.num_rows)
     task = bar.add_task("shapes: groups", total=len(SHAPE_SCOPES))
+    notes: list[Any] = []  # annotate's group columns per row, by range (on Ray held there)
     with ExitStack() as stack:
         out = writer(cfg.run, io.sink, SHAPES_OUT, group.CHUNK, stack)
         for scope in SCOPES:
@@ -149,13 +154,20 @@ def _grouped(
                 offsets = np.cumsum([0, *[k for k, _ in found]])[:-1].tolist()
             cols = scope_columns(scope, s, keeper, have)
             ctx = gathered.ctx(scope, offsets)
-            for res, outs in by_range(cfg, pieces, key, cols, count, scope_range, ctx, SHAPES_OUT):
+            schemas = SHAPES_OUT | ({NOTES: _notes_held(scope)} if s.policy == "annotate" else {})
+            for res, outs in by_range(cfg, pieces, key, cols, count, scope_range, ctx, schemas):
                 gathered.add(scope, res)
                 _write_rows(out, outs.pop(SHAPES, None))  # and let go of them
+                notes += [outs[NOTES]] if NOTES in outs else []
             out.restart(SHAPES)  # each scope's rows start a row group
             bar.advance(task)
         out.close()
-    return gathered.result(lambda rows: _fetch(src, rows))
+    return gathered.result(lambda rows: _fetch(src, rows)), notes
+
+
+def _notes_held(scope: str) -> pa.Schema:
+    """scope_range's NOTES rows: the row number, then the scope's group columns."""
+    return pa.schema([pa.field("_row", pa.int64()), *notes_schema(scope)])
 
 
 def _write_rows(out: Any, rows: Any) -> None:
@@ -187,9 +199,10 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     rank = keeper if s.policy == "cap" else None
     with io.progress() as bar:
         pieces, have = _key_pieces(cfg, src, cols, rank, bar)
-        res = _grouped(cfg, src, pieces, have, io, bar)
+        res, notes = _grouped(cfg, src, pieces, have, io, bar)
     del pieces
-    write_outputs(src, res, s, io)
+    write_outputs(src, res, s, io, notes)
+    del notes
     extra = {
         "policy": s.policy,
         "scope": s.scope,
@@ -200,44 +213,47 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     return res.counts, extra
 
 
-def write_outputs(src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO) -> None:
+def write_outputs(
+    src: Parts, res: ShapesResult, s: ShapesConfig, io: StageIO, notes: list[Any]
+) -> None:
     """kept (input order, or batch_order for spread) and removed (input order); the input
     is streamed a batch at a time, on the configured executor (on Ray, read and written by
-    the workers)."""
+    the workers). Annotate's group columns (`notes`: scope_range's NOTES) are joined to the
+    batches by row number (executors.side: on Ray by the tasks, the driver holds none)."""
     n = src.num_rows
     gone = np.zeros(n, dtype=bool)
     gone[res.removed["_row"].to_numpy()] = True
     # Arrow and numpy, not polars: on Ray each task maps them from the object store (a polars
-    # frame is copied into every task, a row per item for annotate's notes)
+    # frame is copied into every task)
     removed = res.removed.sort("_row").to_arrow().combine_chunks()
-    kept_schema = rem_schema = src.schema_arrow
-    notes = res.notes if s.policy == "annotate" else None
-    for c, values in (notes or {}).items():
-        kept_schema = kept_schema.append(pa.field(c, pa.from_numpy_dtype(values.dtype)))
+    rem_schema = src.schema_arrow
+    side = Side(notes, notes_schema()) if s.policy == "annotate" else None
+    kept_schema = pa.unify_schemas([src.schema_arrow, side.schema]) if side else src.schema_arrow
     for name, typ in REMOVED_EXTRA:
         rem_schema = rem_schema.append(pa.field(name, typ))
     spread = s.policy == "spread"
     schemas = {"removed.parquet": rem_schema}
     if not spread:  # spread writes kept in its own order (_write_spread)
         schemas["kept.parquet"] = kept_schema
-    ctx = (gone, removed, notes, schemas)
+    ctx = (gone, removed, src.schema_arrow.names, schemas)
     with ExitStack() as stack:
         out = writer(io.cfg.run, io.sink, schemas, None, stack)
         for outs, _, _ in batches(
-            io.cfg, src.path, _kept_and_removed, ctx, BATCH, held=schemas, numbered=True
+            io.cfg, src.path, _kept_and_removed, ctx, BATCH, held=schemas, numbered=True, side=side
         ):
             out.add(outs)
         out.close()
-    del notes, removed, gone, ctx
+    del side, removed, gone, ctx
     if spread:
         assert res.batch_order is not None, "Gathered sets batch_order under policy 'spread'"
         _write_spread(src, res.batch_order, io)
 
 
 def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One numbered input batch -> its kept rows (with the annotations, unless spread) and
-    its removed rows with why (REMOVED_EXTRA), by what was decided per row (_grouped)."""
-    gone, removed, notes, schemas = ctx
+    """One numbered input batch (with annotate's group columns joined, after ROW) -> its
+    kept rows (with them) and its removed rows with why (REMOVED_EXTRA), by what was
+    decided per row (_grouped)."""
+    gone, removed, items, schemas = ctx
     t = pa.Table.from_batches([batch])
     at = int(t[ROW][0].as_py()) if t.num_rows else 0
     t = t.drop_columns([ROW])
@@ -245,12 +261,10 @@ def _kept_and_removed(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], 
     outs = {}
     if "kept.parquet" in schemas:
         k = t
-        for c, values in (notes or {}).items():
-            k = k.append_column(c, pa.array(values[at : at + t.num_rows]))
         if here.any():
             k = k.take(pa.array(np.flatnonzero(~here), pa.int64()))
         outs["kept.parquet"] = k.cast(schemas["kept.parquet"])
-    out = t.take(pa.array(np.flatnonzero(here), pa.int64()))
+    out = t.select(items).take(pa.array(np.flatnonzero(here), pa.int64()))
     done = int(np.searchsorted(removed["_row"].to_numpy(), at))
     extra = removed.slice(done, out.num_rows)
     out = out.append_column("reason", pa.array(["edit_shape"] * out.num_rows, pa.string()))
