@@ -55,6 +55,16 @@ if TYPE_CHECKING:
     from pipeline.config import Config, RunConfig
 
 
+# Every task holds one CPU (spread), so a worker's thread pools get one thread each: by
+# default polars, numba and Arrow each start one per core of the machine, in every worker.
+WORKER_THREADS = {
+    "POLARS_MAX_THREADS": "1",
+    "NUMBA_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "RAYON_NUM_THREADS": "1",
+}
+
+
 def ensure_ray(run: RunConfig) -> Any:
     """The ray module, initialised once (connecting to run.ray_address when given)."""
     try:
@@ -64,6 +74,7 @@ def ensure_ray(run: RunConfig) -> Any:
     if not ray.is_initialized():
         address = run.ray_address or None
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        kw["runtime_env"] = {"env_vars": WORKER_THREADS}
         if address is None:
             kw["num_cpus"] = run.num_cpus
         before = _children()
