@@ -13,9 +13,10 @@ export_group). Passes:
    (NFC) their sha256, integer keys themselves.
 2. numbered, by ranges of id order (`_o`: boundaries sampled from the ids, so the ranges come
    in id order whatever the ids look like): each range numbers its distinct ids after the
-   ranges before it (a counting pass first gives the offsets) and gives the driver each kept
-   row's node, each node's seeded order (sha256 of seed and id) and whether any of its rows is
-   late (split_by = "time"); its other members, joined to their nodes, stay with the workers.
+   ranges before it (a counting pass first gives the offsets) and gives the driver each
+   node's seeded order (sha256 of seed and id) and whether any of its rows is late (split_by
+   = "time"); its other members, joined to their nodes, and its kept rows' nodes (NODES,
+   which the split files' batches are joined to by row number) stay with the workers.
 3. edges, by ranges of the key's hash (`_h`): a key held by two or more nodes joins each to
    its smallest; those keys' members stay with the workers for pass 5.
 4. components of the edges (clusters.components here; large-star / small-star rounds on Ray,
@@ -39,6 +40,7 @@ import pyarrow as pa
 
 from pipeline.config import Config, ExportConfig
 from pipeline.dedup import clusters as C
+from pipeline.executors.side import arrays
 from pipeline.export.split import EDIT_SCOPE, component_col, cutoff, deal_order
 from pipeline.keys import arrow_schema, key_hash, text_key, unsigned
 from pipeline.leakage import spanning
@@ -53,6 +55,7 @@ MEMBERS = "members"  # pass 1's rows, cut by id range
 KEYED = "keyed"  # pass 2's: members with their node, cut by key range
 EDGES = "edges"  # pass 3's
 BOUND = "bound"  # pass 3's: members of keys held by two or more nodes
+NODES = "nodes"  # pass 2's: each kept row's node (ROW, node), joined back to the rows
 SAMPLE_PER_RANGE = 64  # ids sampled per id range, for its boundaries
 
 _U64 = pl.UInt64
@@ -75,6 +78,7 @@ _KEYED_SCHEMA: dict[str, Any] = {
 }
 _KEYED_SCHEMA |= {"source": pl.String}
 _EDGE_SCHEMA = {"a": pl.Int64, "b": pl.Int64}
+_NODE_SCHEMA = {ROW: pl.Int64, "node": pl.Int64}
 
 
 def _empty(schema: dict[str, Any]) -> pl.DataFrame:
@@ -86,6 +90,7 @@ SCHEMAS = {
     KEYED: arrow_schema(_KEYED_SCHEMA),
     EDGES: arrow_schema(_EDGE_SCHEMA),
     BOUND: arrow_schema(_KEYED_SCHEMA),
+    NODES: arrow_schema(_NODE_SCHEMA),
 }
 
 
@@ -210,17 +215,16 @@ def count_ids(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[int, dict[str, Any
 
 @dataclass
 class Numbered:
-    """An id range's nodes (seeded and late per node, in id order) and its kept rows' nodes."""
+    """An id range's nodes: seeded and late per node, in id order."""
 
     seeded: np.ndarray
     late: np.ndarray
-    rows: np.ndarray
-    nodes: np.ndarray
 
 
 def number(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[Numbered, dict[str, Any]]:
     """An id range's distinct kept ids numbered from its offset, in id order; its other
-    members joined to their nodes (those of ids not kept drop out), keyed by `_h`."""
+    members joined to their nodes (those of ids not kept drop out), keyed by `_h`; its kept
+    rows' nodes (NODES), for the split files' rows."""
     offsets, seed = ctx
     items = frame.filter(pl.col("kind") == ITEM)
     per_id = items.group_by("id").agg(pl.col("late").any()).sort("id")
@@ -231,13 +235,8 @@ def number(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[Numbered, dict[str, A
     keyed = frame.filter(pl.col("kind") != ITEM).join(nodes, on="id", how="inner")
     h = key_hash(keyed["kind"], keyed["k1"], keyed["k2"])
     keyed = keyed.select(pl.Series("_h", h, _U64), "kind", "k1", "k2", "node", "source")
-    res = Numbered(
-        seeded,
-        per_id["late"].to_numpy(),
-        rows["row"].to_numpy(),
-        rows["node"].to_numpy(),
-    )
-    return res, {KEYED: keyed}
+    res = Numbered(seeded, per_id["late"].to_numpy())
+    return res, {KEYED: keyed, NODES: rows.select(pl.col("row").alias(ROW), "node")}
 
 
 # ------------------------------------------------------------------------ pass 3: edges
@@ -311,19 +310,21 @@ def checks(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], dict[
 
 @dataclass
 class Assigned:
-    """Each kept row's split (its index in SPLITS) and group, in row order; the groups in each
+    """Each node's split (its index in SPLITS) and group, and the kept rows' nodes (`nodes`:
+    tables of ROW, node; on Ray held by the workers, for batches' side); the groups in each
     split, the groupings' cross-split counts (by name) and each source's held-out rows sharing a
     change with train."""
 
     split: np.ndarray
     group: np.ndarray
+    nodes: list[Any]
     groups: list[int]
     cross: dict[str, int]
     sharing: dict[str, int]
 
 
-def assign(cfg: Config, pieces: list[Any], rows: int, count: int) -> Assigned:
-    """Passes 2-5 over the members `pieces` (pass 1, `rows` kept rows, in `count` id ranges)."""
+def assign(cfg: Config, pieces: list[Any], count: int) -> Assigned:
+    """Passes 2-5 over the members `pieces` (pass 1, in `count` id ranges)."""
     from pipeline.executors import by_range
 
     e = cfg.export
@@ -337,18 +338,17 @@ def assign(cfg: Config, pieces: list[Any], rows: int, count: int) -> Assigned:
             )
         ]
         offsets = np.cumsum([0, *found])[:-1].tolist()
-    row_node = np.empty(rows, np.int64)
     seeded: list[np.ndarray] = []
     late: list[np.ndarray] = []
     keyed: list[Any] = []
+    row_nodes: list[Any] = []
     cols = list(_MEMBER_SCHEMA)
-    for res, outs in by_range(
-        cfg, pieces, "_o", cols, count, number, (offsets, e.seed), {KEYED: SCHEMAS[KEYED]}
-    ):
-        row_node[res.rows] = res.nodes
+    made = {KEYED: SCHEMAS[KEYED], NODES: SCHEMAS[NODES]}
+    for res, outs in by_range(cfg, pieces, "_o", cols, count, number, (offsets, e.seed), made):
         seeded.append(res.seeded)
         late.append(res.late)
         keyed += [outs[KEYED]] if KEYED in outs else []
+        row_nodes += [outs[NODES]] if NODES in outs else []
     seeded_a = np.concatenate(seeded)
     late_a = np.concatenate(late)
     n = len(seeded_a)
@@ -375,8 +375,9 @@ def assign(cfg: Config, pieces: list[Any], rows: int, count: int) -> Assigned:
     # (an id is one node, so "id" never spans splits: it has no members past pass 2)
     names = grouping_names(e)
     return Assigned(
-        split_node[row_node],
-        label[row_node],
+        split_node,
+        label,
+        row_nodes,
         groups,
         {name: cross.get(kind, 0) for kind, name in names},
         sharing,
@@ -396,12 +397,13 @@ def assign_splits(
         cluster_members(clusters, component_col(clusters.columns), o),
         shape_members(shapes, e, o),
     ]
-    a = assign(Config(export=e), pieces, items.height, 1)
+    a = assign(Config(export=e), pieces, 1)
+    (node,) = arrays(a.nodes, 0, items.height, pa.schema([SCHEMAS[NODES].field("node")]))
     out = pl.DataFrame(
         {
             "id": items["id"],
-            "export_group": a.group,
-            "split": pl.Series(np.asarray(SPLITS)[a.split], dtype=pl.String),
+            "export_group": a.group[node],
+            "split": pl.Series(np.asarray(SPLITS)[a.split[node]], dtype=pl.String),
         }
     )
     return out.unique("id").sort("id")

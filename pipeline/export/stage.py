@@ -15,10 +15,11 @@ from pipeline.config import Config
 from pipeline.console import console
 from pipeline.executors import batches, range_count, writer
 from pipeline.executors.contract import merge
+from pipeline.executors.side import Side
 from pipeline.export import assign as A
 from pipeline.export.card import card, save_hf
 from pipeline.export.split import component_col, manifest_groupings, sharing_change, split_rule
-from pipeline.parts import ROW, num_rows, read_schema
+from pipeline.parts import num_rows, read_schema
 from pipeline.stage import SPLITS
 from pipeline.storage import Location
 from pipeline.template import render
@@ -29,16 +30,17 @@ if TYPE_CHECKING:
 
 
 def _split_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One numbered batch of shapes' kept rows -> its rows per split (pure: any executor
-    runs it), each row's split and group read at its row number in the context's arrays
-    (a join with every item's split hashed them all for every batch: quadratic), and its
-    rows per source and split (the manifest's by_source)."""
+    """One batch of shapes' kept rows, each with its node (joined by row number: batches'
+    side) -> its rows per split (pure: any executor runs it), each row's split and group
+    read at its node in the context's arrays (a join with every item's split hashed them
+    all for every batch: quadratic), and its rows per source and split (the manifest's
+    by_source)."""
     split_code, group, schema, fmt = ctx
     t = pa.Table.from_batches([batch])
-    at = int(t[ROW][0].as_py()) if t.num_rows else 0
-    code = split_code[at : at + t.num_rows]
-    rows = cast(pl.DataFrame, pl.from_arrow(t.drop_columns([ROW])))
-    rows = rows.with_columns(export_group=pl.Series(group[at : at + t.num_rows], dtype=pl.Int64))
+    node = t["node"].to_numpy()
+    code = split_code[node]
+    rows = cast(pl.DataFrame, pl.from_arrow(t.drop_columns(["node"])))
+    rows = rows.with_columns(export_group=pl.Series(group[node], dtype=pl.Int64))
     outs: dict[str, Any] = {}
     counts: dict[str, Any] = {}
     by_source: dict[str, dict[str, int]] = {}
@@ -108,7 +110,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     component = component_col(read_schema(cluster_rows).names)
     rows = num_rows(src)
     count = range_count(cfg, rows)
-    a = A.assign(cfg, _members(cfg, src, shape_rows, cluster_rows, component, count), rows, count)
+    a = A.assign(cfg, _members(cfg, src, shape_rows, cluster_rows, component, count), count)
     # the exported columns: each described in schema.COLUMN_DOCS (the card's Fields table)
     schema = read_schema(src).append(pa.field("export_group", pa.int64()))
     if e.format == "sft":
@@ -120,10 +122,12 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         # rows are split on the configured executor (run.executor), batch by batch; on Ray
         # the workers write them too
         out = writer(cfg.run, io.sink, schemas, None, stack)
-        ctx = (a.split, a.group, schema, e.format)
-        for outs, c, _ in batches(cfg, src, _split_batch, ctx, BATCH, held=schemas, numbered=True):
+        ctx = (a.split, a.group, schema, e.format)  # per node; each row's node joined to it
+        side = Side(a.nodes, pa.schema([A.SCHEMAS[A.NODES].field("node")]))
+        for outs, c, _ in batches(cfg, src, _split_batch, ctx, BATCH, held=schemas, side=side):
             out.add(outs)
             merge(counts, c)
+        del side
         out.close()
     per_source = counts.pop(BY_SOURCE, {})
     counts["items_in"] = rows
