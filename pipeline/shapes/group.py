@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from pipeline.config import SHAPE_SCOPES, ShapesConfig
 from pipeline.dedup.clusters import rank_exprs, sort_best
+from pipeline.executors.side import arrays
 from pipeline.shapes.columns import key_frame, rank_columns
 from pipeline.shapes.sha import hex16, sha256_128
 
@@ -163,6 +164,8 @@ class ShapesResult:
     largest: list[dict[str, Any]]
     by_size: dict[str, dict[str, int]]
     shape_rows: list[pl.DataFrame] = field(default_factory=list)  # analyse only
+    # analyse only, under annotate: `_row` and the group columns kept gets (notes_schema)
+    annotations: pl.DataFrame | None = None
 
     @property
     def shapes(self) -> pl.DataFrame:
@@ -346,14 +349,21 @@ def analyse(keys: pl.DataFrame, s: ShapesConfig, keeper: list[str], fetch: Fetch
     `_row`), from the key_frame rows of every item: every scope in one key range, as a
     local run's stage makes them."""
     gathered = Gathered(keys.height, s, keeper)
-    rows = []
+    rows, notes = [], []
     for scope in SCOPES:
         cols = scope_columns(scope, s, keeper, keys.columns)
         res, outs = scope_range(keys.select(cols), 0, gathered.ctx(scope, [0], with_rows=True))
         gathered.add(scope, res)
         rows.append(outs[SHAPES])
+        notes += [outs[NOTES]] if NOTES in outs else []
     out = gathered.result(fetch)
     out.shape_rows = rows
+    if notes:  # as the executor joins them to kept's rows (executors/side.py)
+        laid = arrays(notes, 0, keys.height, notes_schema())
+        out.annotations = pl.DataFrame(
+            {"_row": np.arange(keys.height, dtype=np.int64)}
+            | dict(zip(notes_schema().names, laid, strict=True))
+        )
     return out
 
 
