@@ -35,8 +35,9 @@ import pyarrow as pa
 from pipeline import storage
 from pipeline.errors import EnvError
 from pipeline.executors.contract import BatchFn, KeyRangeFn, PartFn, RangeFn, Result, TaskFn
-from pipeline.executors.side import Side, arrays, cut_rows, joined
+from pipeline.executors.side import Side, arrays, joined
 from pipeline.parts import (
+    ROW,
     Parts,
     PartSink,
     PartWriter,
@@ -185,12 +186,12 @@ def ray_batches(
     (`Held`, for RayParts). With `side`, its tables are cut by span (a task each, as they
     lie) and each span's task joins its pieces (side.py): they never reach the driver."""
     spans = Parts(src).spans(size)
-    todo: list[Any] = list(spans)
+    todo: list[tuple[Span, list[Any]]] = [(span, []) for span in spans]
     if side is not None and spans:
         ray = ensure_ray(cfg.run)
         firsts = np.array([s.first for s in spans], np.int64)
         cut = spread(ray, _cut_side, num_returns=len(spans) + 1)
-        held_side = [p if isinstance(p, Held) else _put(ray, p) for p in side.pieces]
+        held_side = [_held(ray, p) for p in side.pieces]
         cuts = [cut.remote(firsts, h.start, h.rows, h.ref) for h in held_side]
         for c in cuts:  # the cutting tasks' CPU and node
             _count(_get(ray, c[-1]))
@@ -208,12 +209,12 @@ def ray_batches(
 
 
 def _span_task(
-    task: Span | tuple[Span, list[Any]],
+    task: tuple[Span, list[Any]],
     ctx: tuple[BatchFn, Any, list[str] | None, int, bool, pa.Schema | None],
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """A span's batches (with their side columns, its pieces of them given as refs)."""
+    """A span's batches (with their side columns: the span's pieces of them, as refs)."""
     fn, fctx, columns, size, numbered, side = ctx
-    span, refs = task if isinstance(task, tuple) else (task, [])
+    span, refs = task
     reader = read_span(span, size, columns)
     if numbered:
         reader = with_rows(reader, span.first)
@@ -228,10 +229,12 @@ def _span_task(
 
 
 def _cut_side(firsts: np.ndarray, start: int, rows: int, t: pa.Table) -> list[Any]:
-    """Rows [start, start + rows) of a side table cut by span (side.cut_rows); last, the
-    task's CPU time and node."""
+    """Rows [start, start + rows) of a side table cut by span (`firsts`: each span's first
+    row), rows in order; last, the task's CPU time and node."""
     t0 = time.process_time()
-    return [*cut_rows(t.slice(start, rows), firsts), _spent(t0)]
+    t = t.slice(start, rows)
+    span = np.searchsorted(firsts, t[ROW].to_numpy(), side="right") - 1
+    return [*_cut_by(t, span, len(firsts)), _spent(t0)]
 
 
 def ray_tasks(run: RunConfig, todo: list[Any], fn: TaskFn, ctx: Any) -> Iterator[tuple[dict, dict]]:
@@ -656,7 +659,7 @@ def ray_by_range(
     outputs, cast to their schemas, stay there as `Held` rows for RayParts. Ranges are gathered in
     order, two per CPU ahead of the one read."""
     ray = ensure_ray(run)
-    held = [p if isinstance(p, Held) else _put(ray, p) for p in pieces]
+    held = [_held(ray, p) for p in pieces]
     names = list(schemas)
     cut = spread(ray, _cut_held, num_returns=count + 1)
     gather = spread(ray, _gather_range, num_returns=2 + len(names))
@@ -695,7 +698,11 @@ def _in_window(ray: Any, n: int, submit: Callable[[int], Any]) -> Iterator[Any]:
             nxt += 1
 
 
-def _put(ray: Any, t: Any) -> Held:
+def _held(ray: Any, t: Any) -> Held:
+    """A piece as Held rows: one the workers hold as it is, a table the driver made put in
+    the object store."""
+    if isinstance(t, Held):
+        return t
     table = as_table(t)
     return Held(ray.put(table), "", 0, table.num_rows)
 

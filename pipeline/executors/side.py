@@ -2,8 +2,9 @@
 
 What a stage decided per row in tasks of its own (shapes' groups, decided per key range for
 annotate) goes back to the rows it belongs to as tables of (ROW, columns): locally the
-driver lays them out as arrays once, on Ray each is cut by span and a span's task joins its
-pieces, so the driver never holds them per row (issue 29: the driver's memory bounded).
+driver lays them out as arrays once, on Ray each is cut by span (executors.ray) and a
+span's task joins its pieces, so the driver never holds them per row (issue 29: the
+driver's memory bounded).
 """
 
 from __future__ import annotations
@@ -51,11 +52,3 @@ def joined(
             b = b.append_column(f, pa.array(values[at : at + n], f.type))
         at += n
         yield b
-
-
-def cut_rows(t: pa.Table, firsts: np.ndarray) -> list[pa.Table]:
-    """t's rows cut by span (`firsts`: each span's first row, ascending), rows in order."""
-    part = np.searchsorted(firsts, t[ROW].to_numpy(), side="right") - 1
-    order = np.argsort(part, kind="stable")
-    at = np.searchsorted(part[order], np.arange(len(firsts) + 1))
-    return [t.take(pa.array(order[at[i] : at[i + 1]])) for i in range(len(firsts))]

@@ -92,6 +92,7 @@ SCHEMAS = {
     BOUND: arrow_schema(_KEYED_SCHEMA),
     NODES: arrow_schema(_NODE_SCHEMA),
 }
+ROW_NODE = pa.schema([SCHEMAS[NODES].field("node")])  # what NODES joins to each kept row
 
 
 def grouping_names(e: ExportConfig) -> list[tuple[int, str]]:
@@ -398,7 +399,7 @@ def assign_splits(
         shape_members(shapes, e, o),
     ]
     a = assign(Config(export=e), pieces, 1)
-    (node,) = arrays(a.nodes, 0, items.height, pa.schema([SCHEMAS[NODES].field("node")]))
+    (node,) = arrays(a.nodes, 0, items.height, ROW_NODE)
     out = pl.DataFrame(
         {
             "id": items["id"],

@@ -123,7 +123,7 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
         # the workers write them too
         out = writer(cfg.run, io.sink, schemas, None, stack)
         ctx = (a.split, a.group, schema, e.format)  # per node; each row's node joined to it
-        side = Side(a.nodes, pa.schema([A.SCHEMAS[A.NODES].field("node")]))
+        side = Side(a.nodes, A.ROW_NODE)
         for outs, c, _ in batches(cfg, src, _split_batch, ctx, BATCH, held=schemas, side=side):
             out.add(outs)
             merge(counts, c)

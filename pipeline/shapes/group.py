@@ -122,7 +122,7 @@ def scope_range(frame: pl.DataFrame, p: int, ctx: Any) -> tuple[dict[str, Any], 
             res |= {"key": hi, "ih": frame["_ih"].to_numpy()}
     outs: dict[str, Any] = {}
     if s.policy == "spread" and scope == s.scope:
-        res |= {"rows": frame["_row"].to_numpy(), "group": g["_g"].to_numpy(), "size": size}
+        res |= {"rows": frame["_row"].to_numpy(), "size": size}
     if s.policy == "annotate":  # back to the rows by the executor (batches' side)
         cols = notes_schema(scope).names
         outs[NOTES] = g.select(
