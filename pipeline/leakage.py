@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from pipeline.config import Config
 from pipeline.keys import arrow_schema, key_hash, text_key, unsigned
-from pipeline.parts import num_rows
+from pipeline.parts import as_frame, num_rows
 from pipeline.schema import CHANGE_COLUMNS, known
 from pipeline.shapes.sha import sha256_128
 from pipeline.storage import Location, under
@@ -55,15 +55,11 @@ def _members(ids: pl.Series, kind: int, k1: Any, k2: Any, split: int, source: An
     return pl.DataFrame(cols, schema=_MEMBER)
 
 
-def _frame(batch: pa.RecordBatch) -> pl.DataFrame:
-    return pl.DataFrame(pl.from_arrow(pa.Table.from_batches([batch])))
-
-
 def split_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Members of one batch of split `code`'s rows: the rows, their keys of the column
     groupings (kind: the grouping's index) and, with `sharing`, their changes."""
     code, groupings, sharing = ctx
-    f = _frame(batch)
+    f = as_frame(batch)
     none = pl.Series([None] * f.height, dtype=pl.String)
     zero = np.zeros(f.height, np.uint64)
     out = [_members(f["id"], ROWS, zero, zero, code, none)]
@@ -82,7 +78,7 @@ def input_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[s
     """Members of one batch of a grouping's input: (id, key) rows, of one scope where the
     grouping names one; their split comes from their id's rows (pass 2)."""
     kind, g = ctx
-    f = _frame(batch)
+    f = as_frame(batch)
     if "scope" in g:
         f = f.filter(pl.col("scope") == g["scope"])
     zero = np.zeros(f.height, np.uint64)

@@ -389,6 +389,15 @@ def as_table(b: Any) -> pa.Table:
     return table
 
 
+def as_frame(b: Any) -> pl.DataFrame:
+    """A batch, table or polars frame as a polars DataFrame (a step's polars view of it)."""
+    if isinstance(b, pl.DataFrame):
+        return b
+    frame = pl.from_arrow(as_table(b))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
 class Writer:
     """Outputs (`schemas`: name -> schema) written through atomic sinks (`sink(name, schema)`,
     the runner's StageIO.sink) in row groups of exactly `size` rows (the last before a

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from pipeline.executors.contract import BatchFn, KeyRangeFn, PartFn, RangeFn, Result, TaskFn
 from pipeline.executors.side import Side, arrays, joined
-from pipeline.parts import Parts, Writer, scan_output, with_rows
+from pipeline.parts import Parts, Writer, as_frame, scan_output, with_rows
 from pipeline.reorder import ranges, scatter
 from pipeline.storage import Location
 
@@ -185,7 +185,7 @@ def by_range(
         yield from ray_by_range(cfg.run, pieces, key, columns, count, fn, ctx, schemas)
         return
     assert count == 1, "locally every row is in one range (range_count)"
-    frames = [p if isinstance(p, pl.DataFrame) else pl.DataFrame(pl.from_arrow(p)) for p in pieces]
+    frames = [as_frame(p) for p in pieces]
     yield fn(pl.concat([f.select(columns) for f in frames], rechunk=False), 0, ctx)
 
 

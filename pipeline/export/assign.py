@@ -44,7 +44,7 @@ from pipeline.executors.side import arrays
 from pipeline.export.split import EDIT_SCOPE, component_col, cutoff, deal_order
 from pipeline.keys import arrow_schema, key_hash, text_key, unsigned
 from pipeline.leakage import spanning
-from pipeline.parts import ROW
+from pipeline.parts import ROW, as_frame
 from pipeline.schema import CHANGE_COLUMNS, known
 from pipeline.shapes.sha import sha256_128
 from pipeline.stage import SPLITS
@@ -167,38 +167,34 @@ def shape_members(shapes: pl.DataFrame, e: ExportConfig, o: tuple[Any, int]) -> 
     return pl.concat(out)
 
 
-def _frame(batch: pa.RecordBatch) -> pl.DataFrame:
-    return pl.DataFrame(pl.from_arrow(pa.Table.from_batches([batch])))
-
-
 def kept_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """item_members of one numbered batch of kept rows (executors.batches)."""
     e, o = ctx
-    return {MEMBERS: item_members(_frame(batch), e, o)}, {}
+    return {MEMBERS: item_members(as_frame(batch), e, o)}, {}
 
 
 def clusters_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """cluster_members of one batch of clusters.parquet (id and component)."""
     component, o = ctx
-    return {MEMBERS: cluster_members(_frame(batch), component, o)}, {}
+    return {MEMBERS: cluster_members(as_frame(batch), component, o)}, {}
 
 
 def shapes_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """shape_members of one batch of shapes.parquet (id, scope, group_id, group_size)."""
     e, o = ctx
-    f = _frame(batch).filter(pl.col("group_size") > 1)  # a group of one binds nothing
+    f = as_frame(batch).filter(pl.col("group_size") > 1)  # a group of one binds nothing
     return {MEMBERS: shape_members(f, e, o)}, {}
 
 
 def sample_batch(batch: pa.RecordBatch, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every `ctx`-th id of one batch: the id ranges' boundaries are their quantiles."""
-    return {"ids": _frame(batch).select(pl.col("id").gather_every(ctx)).to_arrow()}, {}
+    return {"ids": as_frame(batch).select(pl.col("id").gather_every(ctx)).to_arrow()}, {}
 
 
 def id_bounds(samples: list[Any], count: int) -> pl.Series | None:
     """The `count` - 1 boundaries of `count` id ranges of about equal size, from sampled ids
     (the ranges only spread the work: any boundaries give the same outputs)."""
-    tables = [pl.DataFrame(pl.from_arrow(t)) for t in samples]
+    tables = [as_frame(t) for t in samples]
     ids = pl.concat(tables)["id"].sort() if tables else pl.Series("id", [], pl.String)
     if count <= 1 or not len(ids):
         return None

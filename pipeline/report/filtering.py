@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.parts import Parts, read_output, scan_output
+from pipeline.parts import Parts, as_frame, read_output, scan_output
 from pipeline.report.common import ITEM_COLS, export_files, member, pct
 from pipeline.stage import SPLITS
 from pipeline.storage import Location
@@ -91,7 +91,7 @@ def filter_rules(run_dir: Location, manifest: dict[str, Any]) -> dict[str, Any]:
         shown = [c for c in (*ITEM_COLS, "reason") if c in have and c not in rej.columns]
 
         def text(rows: np.ndarray) -> pl.DataFrame:
-            return pl.DataFrame(pl.from_arrow(parts.take(rows, shown)))
+            return as_frame(parts.take(rows, shown))
 
         rules = rule_examples(rej, text=text) if rej.height else []
     c = manifest.get("counts", {})

@@ -14,7 +14,7 @@ import polars as pl
 
 from pipeline import storage
 from pipeline.filter import measures
-from pipeline.parts import Parts, read_output, scan_output
+from pipeline.parts import Parts, as_frame, read_output, scan_output
 from pipeline.report import plots
 from pipeline.report.common import counts, stats
 from pipeline.report.sampling import Shapes
@@ -76,11 +76,11 @@ def item_measures(path: Location) -> pl.DataFrame:
     parts = Parts(path)
     read = [c for c in parts.schema_arrow.names if c in {*MEASURED, *MEASURE_INPUTS}]
     frames = [
-        with_measures(pl.DataFrame(pl.from_arrow(b)).lazy()).select(cols).collect()
+        with_measures(as_frame(b).lazy()).select(cols).collect()
         for b in parts.iter_batches(MEASURE_BATCH, read, exact=False)
     ]
     if not frames:  # no rows: the columns' types from the schema
-        empty = pl.DataFrame(pl.from_arrow(parts.schema_arrow.empty_table().select(read)))
+        empty = as_frame(parts.schema_arrow.empty_table().select(read))
         return with_measures(empty.lazy()).select(cols).collect()
     return pl.concat(frames, rechunk=True)
 
