@@ -31,8 +31,9 @@ def family_corpus(tmp_path: Path) -> Path:
 
 
 def _runs(tmp_path: Path, monkeypatch, config: dict, **extra) -> dict[str, Path]:
-    """dedup local and on Ray, with no pair allowed on the driver on Ray."""
-    from pipeline.dedup import find, ray_pairs
+    """dedup local and on Ray, with no pair and no shingle set allowed on the driver on Ray
+    (the workers' sets go to the working files by tasks on its node: ray_sets.py)."""
+    from pipeline.dedup import find, ray_pairs, store
 
     calls: list[int] = []
     real = ray_pairs.stars_components
@@ -47,6 +48,7 @@ def _runs(tmp_path: Path, monkeypatch, config: dict, **extra) -> dict[str, Path]
             monkeypatch.setattr(find, "verify", _never)
             monkeypatch.setattr(ray_pairs, "pair_arrays", _never)
             monkeypatch.setattr(ray_pairs, "stars_components", spy)
+            monkeypatch.setattr(store.Store, "add", _never)
         overrides = {"run.root": str(tmp_path), "run.name": executor, "run.executor": executor}
         p = Pipeline.from_config(config, overrides={**overrides, **extra})
         runs[executor] = p.run(until="dedup").path / "dedup"
@@ -84,9 +86,17 @@ def test_an_incremental_run_on_ray_is_the_local_one(tmp_path, ray_local, monkeyp
     assert c["kept"] == 0 and c["index_keepers"] > 0  # every item is in the earlier run
 
 
-def test_below_driver_edges_the_pairs_come_to_the_driver_and_nothing_changes(tmp_path, ray_local):
+def test_below_driver_edges_the_pairs_come_to_the_driver_and_nothing_changes(
+    tmp_path, ray_local, monkeypatch
+):
+    """The pairs come to the driver; their sets do not (ray_sets.hold)."""
+    from pipeline.dedup import pairs, store
+
     out = {}
     for name, executor, e in (("local", "local", 0), ("ray", "ray", 10**9)):
+        if executor == "ray":
+            monkeypatch.setattr(store.Store, "add", _never)
+            monkeypatch.setattr(pairs, "jaccards", _never)  # verified by the workers only
         over = {"run.root": str(tmp_path), "run.name": name, "run.executor": executor}
         p = Pipeline.from_config(SAMPLE, overrides={**over, "dedup.driver_edges": e})
         out[name] = p.run(until="dedup").path / "dedup"

@@ -150,7 +150,9 @@ def test_the_store_reads_back_what_was_appended(tmp_path):
     for k, r in enumerate(rows):
         assert np.array_equal(vals[offs[k] : offs[k + 1]], sets[r])
     assert np.array_equal(s.sig(rows), np.concatenate(sigs)[rows])
-    assert s.band(2).shape == (50,) and np.array_equal(s.counts(), [len(x) for x in sets])
+    keys = np.concatenate([band_keys(g, np.arange(len(g)), 0, 4, 4) for g in sigs], axis=1)
+    assert np.array_equal(s.band_keys(rows)(2), keys[2][rows])
+    assert np.array_equal(s.counts(), [len(x) for x in sets])
 
 
 def test_an_incremental_run_matches_the_same_in_small_chunks(tmp_path, monkeypatch):

@@ -37,13 +37,17 @@ from pipeline.dedup.scan import (
     rows_schema,
     scan,
 )
-from pipeline.dedup.store import Store, release
+from pipeline.dedup.store import SetReader, Sets, Store, release
 
 __all__ = ["DedupResult", "find", "find_duplicates", "needed_columns", "scan_floor"]
 
 
 def _band_here(band: Callable[..., lsh.Candidates], *_: Any) -> tuple[lsh.Candidates, None]:
     return band(), None
+
+
+def _read_here(sets: Sets, rows: np.ndarray | None) -> SetReader:
+    return sets
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class Placement:
     candidates: Callable[..., tuple[lsh.Candidates, Any]] = _band_here
     # (elsewhere, sets, rows, d, order, extra, rep_ids) -> Graph: those pairs, where they lie
     graph: Callable[..., Graph] | None = None
+    # (sets, store rows or None for all) -> what verification's tasks read those rows from
+    sets: Callable[[Sets, np.ndarray | None], SetReader] = _read_here
 
 
 def scan_floor(d: DedupConfig) -> float:
@@ -164,7 +170,7 @@ def find(
     reps = reps.select("id", "_row", *rank_cols, *(("_h0", "_h1") if index is not None else ()))
     query = Query(
         eligible,
-        lambda b: store.band(b)[rep_row[eligible]],
+        store.band_keys(rep_row[eligible]),
         lambda items: store.sig(rep_row[items]),
         lambda items: store.shingles(rep_row[items]),
         (lambda items: store.changes(rep_row[items])) if store.has_change else None,
@@ -195,9 +201,11 @@ def find(
         order = np.concatenate([nrep + np.arange(len(inodes)), order])
     rep_ids = reps["id"]
     if elsewhere is not None and where.graph is not None:  # past d.driver_edges pairs
-        g = where.graph(elsewhere, store.sets(), rep_row, d, order, extra, rep_ids)
+        g = where.graph(
+            elsewhere, where.sets(store.sets(), None), rep_row, d, order, extra, rep_ids
+        )
     else:
-        g = _graph(store, rep_row, cand, d, order, extra, rep_ids, where.run)
+        g = _graph(store, rep_row, cand, d, order, extra, rep_ids, where)
     keeper_rep, j_rep, comp_rep = g.keeper, g.j, g.comp
     release()
     removed, clusters, multi, comp_count, kept_rows = _frames(
@@ -261,11 +269,13 @@ def _graph(
     order: np.ndarray,
     extra: tuple[np.ndarray, np.ndarray, np.ndarray],
     rep_ids: pl.Series,
-    run: RunConfig | None,
+    where: Placement,
 ) -> Graph:
     """ray_pairs.graph on the driver: the candidates verified (on the run's executor),
     stars and components of those at or above the threshold and of `extra`."""
-    exact_j, est_j, change_j = verify(store, rows, cand.a, cand.b, run)
+    sets = where.sets(store.sets(), np.unique(np.concatenate([rows[cand.a], rows[cand.b]])))
+    exact_j, est_j, change_j = verify(sets, rows, cand.a, cand.b, where.run)
+    del sets
     keep_edge = exact_j >= min(d.edge_floor, d.threshold)
     edges = pa.table(
         {

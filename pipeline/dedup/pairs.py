@@ -1,8 +1,8 @@
 """Verification of candidate pairs: exact Jaccard of their shingle sets, the MinHash
 estimate (for edges.parquet) and the Jaccard of their change sets (1 where the store keeps
 none), a chunk of pairs at a time on the run's executor. Each chunk
-reads only its own rows' sets from the store file (store.Sets), so a worker needs the pairs
-and the file, never the whole corpus."""
+reads only its own rows' sets (from the store file, store.Sets, or on Ray from the blocks of
+them held in the object store, ray_sets.py), never the whole corpus."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pyarrow as pa
 from pipeline.config import RunConfig
 from pipeline.dedup import clusters as C
 from pipeline.dedup.minhash import signatures
-from pipeline.dedup.store import Sets, Store
+from pipeline.dedup.store import SetReader
 from pipeline.executors import tasks
 
 EDGE_SCHEMA = pa.schema(  # edges.parquet: the verified pairs at or above edge_floor
@@ -44,14 +44,15 @@ class Graph:
 
 
 def verify(
-    store: Store, rows: np.ndarray, a: np.ndarray, b: np.ndarray, run: RunConfig | None = None
+    sets: SetReader, rows: np.ndarray, a: np.ndarray, b: np.ndarray, run: RunConfig | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(exact J, estimated J, change J) of the pairs (a[k], b[k]) of items whose store rows
-    are `rows`, a chunk of pairs at a time on the run's executor (locally in this process)."""
+    are `rows`, a chunk of pairs at a time on the run's executor (locally in this process):
+    `sets` are the store's (Store.sets, or on Ray ray_sets.HeldSets)."""
     out = [np.empty(len(a), dtype=np.float64) for _ in range(3)]
     todo = [(s, min(s + VERIFY_CHUNK, len(a))) for s in range(0, len(a), VERIFY_CHUNK)]
     at = 0
-    for outs, _ in tasks(run or RunConfig(), todo, verify_chunk, (store.sets(), rows, a, b)):
+    for outs, _ in tasks(run or RunConfig(), todo, verify_chunk, (sets, rows, a, b)):
         j = outs["j"]
         for o, name in zip(out, ("exact", "est", "change"), strict=True):
             o[at : at + j.num_rows] = j[name].to_numpy()
@@ -60,7 +61,7 @@ def verify(
 
 
 def verify_chunk(
-    span: tuple[int, int], ctx: tuple[Sets, np.ndarray, np.ndarray, np.ndarray]
+    span: tuple[int, int], ctx: tuple[SetReader, np.ndarray, np.ndarray, np.ndarray]
 ) -> Any:
     """Pairs [s, e): their exact, estimated and change J."""
     sets, rows, a, b = ctx
@@ -69,7 +70,7 @@ def verify_chunk(
 
 
 def jaccards(
-    sets: Sets, rows: np.ndarray, a: np.ndarray, b: np.ndarray
+    sets: SetReader, rows: np.ndarray, a: np.ndarray, b: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(exact J, estimated J, change J) of the pairs (a[k], b[k]) (one chunk): only their
     sets are read, signatures made from them."""

@@ -1,9 +1,10 @@
 """LSH band grouping on Ray (run.executor = "ray"): lsh.banded's buckets by a shuffle.
 
-On one machine banded sorts a band's keys in the driver; on Ray the keys leave the driver.
+On one machine banded sorts a band's keys in the driver; on Ray they never pass through it.
 (band, key, item) rows go to Ray a few bands at a time (a pass holds at most ROWS_AT_ONCE
-rows, each band put in the object store as soon as it is read, so the driver holds one
-band's keys, never all). A shuffle of plain Ray tasks: a task per band cuts its rows by a
+rows): a task on the driver's node reads a band's keys from the stage's working files (on
+that node's disk: `keys_of` is a store.BandKeys) and makes its rows in the object store. A
+shuffle of plain Ray tasks: a task per band cuts its rows by a
 hash of (band, key) into one piece per partition (`_split`), so that every bucket lands whole
 in one partition; a task per partition joins its pieces and expands its buckets by lsh's own
 kernel (`_reduce`, `bucket_pairs`): the pairs of a bucket within the cap, and a bucket over it
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.dedup import lsh
-from pipeline.executors.ray import ensure_ray, spread
+from pipeline.executors.ray import ensure_ray, here, spread
 
 if TYPE_CHECKING:
     from pipeline.config import RunConfig
@@ -128,7 +129,9 @@ def ray_bucket_data(
     split = spread(ray, _split)
     reduce = spread(ray, _reduce, num_returns=2)
     per_pass = max(1, rows_at_once // len(idx))
-    item = pa.array(idx.astype(np.uint32))
+    item = ray.put(pa.array(idx.astype(np.uint32)))
+    keys = ray.put(keys_of)  # once: a task per band reads it
+    read = here(ray, _band_rows)
     pairs: list[Any] = []
     n = 0
     for b0 in range(0, bands, per_pass):
@@ -136,10 +139,7 @@ def ray_bucket_data(
         parts = partitions(ray, len(todo) * len(idx))
         # map: each band's rows cut by partition; reduce: a partition's pieces of every band
         pieces = [
-            split.options(num_returns=parts).remote(
-                ray.put(_band_table(b, keys_of(b), item)), parts
-            )
-            for b in todo
+            split.options(num_returns=parts).remote(read.remote(keys, b, item), parts) for b in todo
         ]
         if parts == 1:
             pieces = [[p] for p in pieces]
@@ -190,8 +190,9 @@ def pair_arrays(pairs: list[Any] | None) -> list[np.ndarray]:
     return [np.array(ray.get(ref)["p"]) for ref in pairs]
 
 
-def _band_table(band: int, keys: np.ndarray, item: pa.Array) -> pa.Table:
-    """Band `band`'s rows: (band, key, item) of every item."""
+def _band_rows(keys_of: Callable[[int], np.ndarray], band: int, item: pa.Array) -> pa.Table:
+    """Band `band`'s rows: (band, key, item) of every item, its keys read by `keys_of`."""
+    keys = keys_of(band)
     return pa.table(
         {
             "band": pa.array(np.full(len(item), band, np.int32)),

@@ -12,8 +12,9 @@ stay in Ray's object store from the band shuffle through verification to the clu
    (small corpora pay for no more shuffles).
 3. Else the pairs are hash-partitioned on `p`, so a pair found in several bands meets its
    repeats; each partition keeps its distinct pairs and verifies them as pairs.verify's
-   chunks do (exact and estimated J, reading only their rows' shingle sets from the stage's
-   working file, which the workers must be able to read).
+   chunks do (exact and estimated J, reading only their rows' shingle sets, from the blocks
+   of the stage's working files that tasks on the driver's node put in the object store:
+   ray_sets.py).
 4. The edges at or above the threshold go to ray_graph.stars_components as a dataset;
    keepers, J to keeper and components come back per node (per item: the driver holds those).
 5. edges.parquet: the edges at or above edge_floor, sorted on `p` by Ray (range partitions),
@@ -38,7 +39,7 @@ from pipeline.dedup import lsh
 from pipeline.dedup.pairs import VERIFY_CHUNK, Graph, jaccards
 from pipeline.dedup.ray_bands import pair_arrays, partitions, ray_bucket_data
 from pipeline.dedup.ray_graph import stars_components, total
-from pipeline.dedup.store import Sets
+from pipeline.dedup.store import SetReader
 from pipeline.executors.ray import ensure_ray
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def candidates(
 
 def graph(
     on: OnRay,
-    sets: Sets,
+    sets: SetReader,
     rows: np.ndarray,
     d: DedupConfig,
     order: np.ndarray,

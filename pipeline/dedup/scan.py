@@ -31,6 +31,7 @@ from pipeline.dedup.shingles import signed_sets
 from pipeline.dedup.store import Store, release
 from pipeline.jit import warm_items
 from pipeline.nfc import nfc_columns
+from pipeline.parts import as_frame
 
 SUB_BATCH = 25_000  # rows shingled at once: the shingle kernel's buffer is 4 bytes per byte
 HASH_SEEDS = (0, 0x9E3779B97F4A7C15)
@@ -155,14 +156,14 @@ def collect(
     row's shingle set and band keys appended to `store`, which is then sealed."""
     frames = []
     for outs, n in results:
-        rows = outs["rows"]
-        frames.append(rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(pl.from_arrow(rows)))
-        sets = outs["sets"].combine_chunks()
-        if sets.num_rows:
-            key = sets.column("band_keys").chunk(0).flatten().to_numpy()
-            change = _csr(sets, "change") if store.has_change else None
-            store.add(*_csr(sets, "shingles"), key.reshape(-1, d.bands).T, change)
-        del outs, sets
+        if "rows" in outs:  # (a batch of no rows may have none)
+            frames.append(as_frame(outs["rows"]))
+        if "sets" in outs:  # (on Ray already in the files: ray_sets.on_node)
+            sets = outs["sets"].combine_chunks()
+            if sets.num_rows:
+                store.add(*unpack(sets, d.bands, store.has_change))
+            del sets
+        del outs
         if advance:
             advance(n)
     store.seal()
@@ -170,6 +171,29 @@ def collect(
     if not frames:
         return pl.DataFrame(schema=rows_schema(d))
     return pl.concat(frames, rechunk=True)
+
+
+def unpack(
+    sets: pa.Table, bands: int, change: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """scan_batch's `sets` (one chunk, some rows) as Store.add takes them: CSR shingle sets,
+    band keys (uint64[bands, N]) and, with `change`, CSR change sets."""
+    key = sets.column("band_keys").chunk(0).flatten().to_numpy()
+    return (
+        *_csr(sets, "shingles"),
+        key.reshape(-1, bands).T,
+        _csr(sets, "change") if change else None,
+    )
+
+
+def held_schemas(d: DedupConfig) -> dict[str, pa.Schema]:
+    """The schema of scan_batch's `sets`, for an executor that keeps them with its workers
+    (`rows` as they are: their rank columns' types follow dedup.keeper)."""
+    sets = [("shingles", pa.large_list(pa.uint32()))]
+    sets.append(("band_keys", pa.list_(pa.uint64(), d.bands)))
+    if d.checks_change:
+        sets.append(("change", pa.large_list(pa.uint32())))
+    return {"sets": pa.schema(sets)}
 
 
 def rows_schema(d: DedupConfig) -> dict[str, pl.DataType]:

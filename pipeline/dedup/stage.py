@@ -35,6 +35,7 @@ input into partitions (write.py). Exact groups compare a 128-bit hash of the shi
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ from pipeline.dedup.find import (
 )
 from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.pairs import EDGE_SCHEMA
-from pipeline.dedup.scan import collect, exact_groups, scan_batch, scan_context
+from pipeline.dedup.scan import collect, exact_groups, held_schemas, scan_batch, scan_context
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
 from pipeline.executors import batches
@@ -136,12 +137,15 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
 
 def placement(cfg: Config) -> Placement:
     """Where find bands, verifies and clusters: run.executor's choice."""
-    if cfg.run.executor == "ray":  # the buckets by a hash shuffle, the pairs left on Ray
-        from functools import partial
+    if cfg.run.executor == "ray":  # the buckets by a hash shuffle, the pairs left on Ray,
+        from functools import partial  # the sets read from the object store
 
         from pipeline.dedup.ray_pairs import candidates, graph
+        from pipeline.dedup.ray_sets import hold
 
-        return Placement(cfg.run, partial(candidates, run=cfg.run), graph)
+        return Placement(
+            cfg.run, partial(candidates, run=cfg.run), graph, partial(hold, run=cfg.run)
+        )
     return Placement(cfg.run)
 
 
@@ -161,12 +165,19 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             task = bar.add_task("dedup: shingles + MinHash", total=pf.num_rows)
             # the per-item work (shingles, MinHash, band keys) on the configured executor
             ctx = scan_context(d)
-            per_batch = batches(cfg, src, scan_batch, ctx, d.batch_size, columns)
+            on_ray = cfg.run.executor == "ray"  # the sets kept by the workers (ray_sets.py)
+            held = held_schemas(d) if on_ray else None
+            per_batch = batches(cfg, src, scan_batch, ctx, d.batch_size, columns, held=held)
+            results: Iterable[tuple[dict[str, Any], int]] = ((o, n) for o, _, n in per_batch)
+            if on_ray:
+                from pipeline.dedup.ray_sets import on_node
+
+                results = on_node(results, store, cfg.run)
             # one expression: each step holds the only reference to its input, and drops it
             res = find(
                 exact_groups(
                     collect(
-                        ((outs, n) for outs, _, n in per_batch),
+                        results,
                         d,
                         store,
                         advance=lambda k: bar.advance(task, k),

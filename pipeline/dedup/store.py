@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
 import numba as nb
 import numpy as np
@@ -103,6 +104,17 @@ def csr_take(
     return local, take_ranges(values, offsets[items], lens)
 
 
+class SetReader(Protocol):
+    """What verification reads of the sets, wherever it runs: Sets (the working files) or
+    ray_sets.HeldSets (blocks of them in Ray's object store)."""
+
+    perm: tuple[np.ndarray, np.ndarray]
+
+    def shingles(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def changes(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+
 class Sets:
     """Read access to a sealed store's shingle sets and change sets (their files, offsets and
     the permutations): small enough to hand to a worker, which reads the files itself (the
@@ -145,6 +157,33 @@ def read_csr(path: Path, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndar
     return csr_take(local, values, inv.reshape(-1))
 
 
+def write_rows(
+    files: Mapping[str, BinaryIO],
+    values: np.ndarray,
+    keys: np.ndarray,
+    change: tuple[np.ndarray, np.ndarray] | None,
+) -> None:
+    """The next rows' shingle set values, band keys (uint64[bands, N]) and change set values
+    (when kept) appended to the store's files (by their names, Store.names)."""
+    files["shingles.u32"].write(np.ascontiguousarray(values, np.uint32).data)
+    if change is not None:
+        files["change.u32"].write(np.ascontiguousarray(change[1], np.uint32).data)
+    for b in range(keys.shape[0]):
+        files[f"band-{b:03d}.u64"].write(np.ascontiguousarray(keys[b], np.uint64).data)
+
+
+class BandKeys:
+    """Band b's keys of the store rows `rows` (in that order), read from the store's band
+    files: a callable that pickles small (a path and the rows), so that a task on the store's
+    node can read the keys there (ray_bands.py) instead of this process sending them."""
+
+    def __init__(self, folder: Path, rows: np.ndarray):
+        self.dir, self.rows = folder, rows
+
+    def __call__(self, b: int) -> np.ndarray:
+        return np.fromfile(self.dir / f"band-{b:03d}.u64", dtype=np.uint64)[self.rows]
+
+
 class Store:
     """The working files of one dedup run, appended batch by batch, then read by row."""
 
@@ -175,19 +214,20 @@ class Store:
         """The next rows' CSR shingle sets (offsets from 0), band keys (uint64[bands, N]) and,
         when the store keeps them, CSR change sets, made by whoever ran the per-item work
         (scan.scan_batch, on any executor)."""
-        self._append("shingles", offsets, values)
-        if self.has_change:
-            if change is None:
-                raise ValueError("this dedup store keeps change sets: add them")
-            self._append("change", *change)
-        for b in range(self.bands):
-            self._w[f"band-{b:03d}.u64"].write(np.ascontiguousarray(keys[b], np.uint64).data)
-        self.n += len(offsets) - 1
+        if self.has_change and change is None:
+            raise ValueError("this dedup store keeps change sets: add them")
+        write_rows(self._w, values, keys, change if self.has_change else None)
+        self.took(offsets, change[0] if change is not None and self.has_change else None)
 
-    def _append(self, name: str, offsets: np.ndarray, values: np.ndarray) -> None:
-        self._w[f"{name}.u32"].write(np.ascontiguousarray(values, np.uint32).data)
-        self._parts[name].append(offsets[1:] + self._shift[name])
-        self._shift[name] += len(values)
+    def took(self, offsets: np.ndarray, change: np.ndarray | None = None) -> None:
+        """Count the next rows, whose sets were appended to the files (by add, or on Ray by
+        a task on this node: ray_sets.on_node): their shingle sets' and change sets' CSR
+        offsets from 0."""
+        for name, offs in (("shingles", offsets), ("change", change)):
+            if offs is not None:
+                self._parts[name].append(offs[1:] + self._shift[name])
+                self._shift[name] += int(offs[-1])
+        self.n += len(offsets) - 1
 
     def seal(self) -> None:
         """Done appending: files flushed, set offsets in one array each."""
@@ -197,9 +237,9 @@ class Store:
         self.change_offsets = np.concatenate(self._parts["change"])
         self._parts = {}
 
-    def band(self, b: int) -> np.ndarray:
-        """uint64[N]: band b's key of every row."""
-        return np.fromfile(self.dir / f"band-{b:03d}.u64", dtype=np.uint64)
+    def band_keys(self, rows: np.ndarray) -> BandKeys:
+        """Each band's keys of `rows`, a band at a time (BandKeys(b))."""
+        return BandKeys(self.dir, rows)
 
     def sets(self) -> Sets:
         """Read access to the sealed shingle and change sets, for this process or a worker."""

@@ -338,12 +338,13 @@ def _produce(task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]) -> Iterat
     """One task on a worker, as a streaming generator (every object it yields is the
     driver's, streamed as made, so a task holds one result at a time whatever its size):
     per result, its counts and the outputs holding rows (a dict), then each such output's
-    table, cast to the declared schema as the local Writer casts it, one object each (an
-    output's rows are freed with its own parts); last, END with the worker's CPU time."""
+    table, cast to the declared schema as the local Writer casts it (one with none declared
+    as it is), one object each (an output's rows are freed with its own parts); last, END
+    with the worker's CPU time."""
     fn, ctx, schemas = job
     t0 = time.process_time()
     for outs, counts in fn(task, ctx):
-        tables = {n: as_table(b).cast(schemas[n]) for n, b in outs.items()}
+        tables = {n: _cast(as_table(b), schemas.get(n)) for n, b in outs.items()}
         rows = {n: t.num_rows for n, t in sorted(tables.items()) if t.num_rows}
         yield {"counts": counts, "rows": rows}
         for n in rows:
@@ -351,11 +352,26 @@ def _produce(task: Any, job: tuple[TaskFn, Any, dict[str, pa.Schema]]) -> Iterat
     yield {END: True, **_spent(t0)}
 
 
+def _cast(t: pa.Table, schema: pa.Schema | None) -> pa.Table:
+    return t if schema is None else t.cast(schema)
+
+
 def spread(ray: Any, fn: Callable[..., Any], **options: Any) -> Any:
     """`fn` as a Ray task of one CPU, spread over the cluster's nodes: the pipeline's tasks
     are data-parallel, and Ray's default placement keeps short tasks on the driver's node
     while it has a free CPU, leaving other nodes idle."""
     return ray.remote(num_cpus=1, scheduling_strategy="SPREAD", **options)(fn)
+
+
+def here(ray: Any, fn: Callable[..., Any], cpus: float = 1, **options: Any) -> Any:
+    """`fn` as a Ray task on this process's node: work on files only this machine has (a
+    stage's working folder, on its local disk), whose data go between them and the object
+    store, where tasks on any node read them, without passing through this process."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node = ray.get_runtime_context().get_node_id()
+    strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+    return ray.remote(num_cpus=cpus, scheduling_strategy=strategy, **options)(fn)
 
 
 def ray_call(run: RunConfig, fn: Callable[..., Any], *args: Any) -> Any:
