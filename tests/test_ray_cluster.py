@@ -28,7 +28,7 @@ from ray.cluster_utils import Cluster
 from pipeline.api import Pipeline
 
 args = json.load(sys.stdin)
-cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": args.get("head_cpus", 1)})
 worker = cluster.add_node(num_cpus=1)
 cluster.wait_for_nodes()
 if args.get("kill_after"):  # the second node killed once that many results have come back
@@ -109,3 +109,14 @@ def test_a_node_killed_mid_stage_and_the_run_resumes_to_the_same_outputs(bucket,
     run's, and no part the dead node left is taken for a finished one."""
     local, cluster = _on_cluster(bucket, tmp_path, kill_after=2)
     _same(local, cluster)
+
+
+def test_a_head_node_with_no_cpus_for_tasks_runs_dedup_from_its_own_disk(bucket, tmp_path):
+    """The driver on a head started with no CPUs for tasks (as large clusters are): dedup's
+    working files are on its disk, and the tasks that move sets and band keys between them
+    and the object store hold no CPU (executors.ray.here), so they run there; every other
+    task runs on the other node. The outputs are the local run's."""
+    local, cluster = _on_cluster(bucket, tmp_path, until="dedup", head_cpus=0)
+    _same(local, cluster)
+    m = read_manifest(cluster / "dedup")
+    assert m is not None and len(m["ray_nodes"]) == 2, m["ray_nodes"]

@@ -22,6 +22,7 @@ for field.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.dedup import lsh
-from pipeline.executors.ray import ensure_ray, here, spread
+from pipeline.executors.ray import _count, _get, _spent, ensure_ray, here, in_turn, spread
 
 if TYPE_CHECKING:
     from pipeline.config import RunConfig
@@ -131,20 +132,22 @@ def ray_bucket_data(
     per_pass = max(1, rows_at_once // len(idx))
     item = ray.put(pa.array(idx.astype(np.uint32)))
     keys = ray.put(keys_of)  # once: a task per band reads it
-    read = here(ray, _band_rows)
+    read = here(ray, _band_rows, num_returns=2)
     pairs: list[Any] = []
     n = 0
     for b0 in range(0, bands, per_pass):
         todo = range(b0, min(bands, b0 + per_pass))
         parts = partitions(ray, len(todo) * len(idx))
         # map: each band's rows cut by partition; reduce: a partition's pieces of every band
-        pieces = [
-            split.options(num_returns=parts).remote(read.remote(keys, b, item), parts) for b in todo
-        ]
+        loads = list(in_turn(read, ((keys, b, item) for b in todo)))
+        pieces = [split.options(num_returns=parts).remote(rows, parts) for rows, _ in loads]
         if parts == 1:
             pieces = [[p] for p in pieces]
         outs = [reduce.remote(cap, *[band[p] for band in pieces]) for p in range(parts)]
         del pieces
+        for _, spent in loads:
+            _count(_get(ray, spent))
+        del loads
         for big_ref, pairs_ref in outs:
             t = ray.get(big_ref)
             _collect(t, big)
@@ -190,13 +193,18 @@ def pair_arrays(pairs: list[Any] | None) -> list[np.ndarray]:
     return [np.array(ray.get(ref)["p"]) for ref in pairs]
 
 
-def _band_rows(keys_of: Callable[[int], np.ndarray], band: int, item: pa.Array) -> pa.Table:
-    """Band `band`'s rows: (band, key, item) of every item, its keys read by `keys_of`."""
+def _band_rows(
+    keys_of: Callable[[int], np.ndarray], band: int, item: pa.Array, after: Any
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Band `band`'s rows: (band, key, item) of every item, its keys read by `keys_of`; then
+    the task's CPU time and node (`after`: the previous band's, executors.ray.in_turn)."""
+    t0 = time.process_time()
     keys = keys_of(band)
-    return pa.table(
+    rows = pa.table(
         {
             "band": pa.array(np.full(len(item), band, np.int32)),
             "key": pa.array(np.ascontiguousarray(keys, np.uint64)),
             "item": item,
         }
     )
+    return rows, _spent(t0)

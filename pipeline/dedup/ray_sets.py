@@ -26,7 +26,7 @@ import numpy as np
 
 from pipeline.dedup.scan import unpack
 from pipeline.dedup.store import Sets, Store, csr_take, write_rows
-from pipeline.executors.ray import _count, _get, _own, _spent, ensure_ray, here
+from pipeline.executors.ray import _count, _get, _own, _spent, ensure_ray, here, in_turn
 
 if TYPE_CHECKING:
     from pipeline.config import RunConfig
@@ -99,18 +99,19 @@ def hold(sets: Sets | HeldSets, rows: np.ndarray | None, *, run: RunConfig) -> H
     ref = ray.put(sets)  # once: every block's task reads its offsets
     load = here(ray, _load, num_returns=2)
     cut = (lambda lo: None) if rows is None else (lambda lo: rows[lo : lo + BLOCK_ROWS])
-    loads = [
-        load.remote(ref, lo, min(lo + BLOCK_ROWS, n), cut(lo)) for lo in range(0, n, BLOCK_ROWS)
-    ]
+    calls = ((ref, lo, min(lo + BLOCK_ROWS, n), cut(lo)) for lo in range(0, n, BLOCK_ROWS))
+    loads = list(in_turn(load, calls))
     for _, spent in loads:  # each block made (a file that cannot be read fails here)
         _count(_get(ray, spent))
     return HeldSets([b for b, _ in loads], BLOCK_ROWS, rows, sets.perm, sets.change is not None)
 
 
-def _load(sets: Sets, lo: int, hi: int, rows: np.ndarray | None) -> tuple[Any, dict[str, Any]]:
+def _load(
+    sets: Sets, lo: int, hi: int, rows: np.ndarray | None, after: Any
+) -> tuple[Any, dict[str, Any]]:
     """One block: the shingle sets (and change sets, or empty arrays) of store rows [lo, hi)
     (rows None) or of `rows`, as (offsets, values, change offsets, change values); then the
-    task's CPU time and node."""
+    task's CPU time and node (`after`: the previous block's, executors.ray.in_turn)."""
     t0 = time.process_time()
     which = np.arange(lo, hi, dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
     change = sets.changes(which)
@@ -127,22 +128,21 @@ def on_node(
     they run in order without this process waiting on them). The store counts the appended
     rows once the last result is given."""
     ray = ensure_ray(run)
-    append = here(ray, _append, cpus=0)  # file I/O: never waits for a CPU the scan holds
+    append = here(ray, _append, num_returns=2)
     names, has_change = store.names(), store.has_change
-    chain: list[Any] = []
+    chain: list[Any] = []  # as executors.ray.in_turn makes one, a result at a time
     for outs, n in results:
         if "sets" in outs:
             h = outs.pop("sets")
-            after = chain[-1] if chain else None
+            after = chain[-1][1] if chain else None
             chain.append(append.remote(store.dir, names, has_change, h.ref, h.start, h.rows, after))
         if "rows" in outs:
             h = outs["rows"]
             outs["rows"] = _own(_get(ray, h.ref).slice(h.start, h.rows))
         yield outs, n
-    for ref in chain:
-        offsets, change, spent = _get(ray, ref)
-        _count(spent)
-        store.took(offsets, change)
+    for ref, spent in chain:
+        _count(_get(ray, spent))
+        store.took(*_get(ray, ref))
 
 
 def _append(
@@ -153,9 +153,9 @@ def _append(
     start: int,
     rows: int,
     after: Any,
-) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+) -> tuple[tuple[np.ndarray, np.ndarray | None], dict[str, Any]]:
     """Rows [start, start + rows) of a batch's sets appended to the store's files in
-    `folder` (`after`: the previous batch's result, so that this runs after it); their CSR
+    `folder` (`after`: the previous batch's CPU time, so that this runs after it); their CSR
     offsets from 0 (shingle sets, change sets or None), then the task's CPU time and node."""
     t0 = time.process_time()
     bands = sum(n.startswith("band-") for n in names)
@@ -166,4 +166,4 @@ def _append(
     finally:
         for f in files.values():
             f.close()
-    return offsets, change[0] if change is not None else None, _spent(t0)
+    return (offsets, change[0] if change is not None else None), _spent(t0)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -363,15 +363,31 @@ def spread(ray: Any, fn: Callable[..., Any], **options: Any) -> Any:
     return ray.remote(num_cpus=1, scheduling_strategy="SPREAD", **options)(fn)
 
 
-def here(ray: Any, fn: Callable[..., Any], cpus: float = 1, **options: Any) -> Any:
+def here(ray: Any, fn: Callable[..., Any], **options: Any) -> Any:
     """`fn` as a Ray task on this process's node: work on files only this machine has (a
     stage's working folder, on its local disk), whose data go between them and the object
-    store, where tasks on any node read them, without passing through this process."""
+    store, where tasks on any node read them, without passing through this process.
+
+    It holds no CPU: the driver's node may offer none to tasks (a head started with
+    `ray start --head --num-cpus=0`, as large clusters are), and a task needing one would
+    never run. So that they do not start a worker each, the callers run such tasks one
+    after another (`in_turn`)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = ray.get_runtime_context().get_node_id()
     strategy = NodeAffinitySchedulingStrategy(node, soft=False)
-    return ray.remote(num_cpus=cpus, scheduling_strategy=strategy, **options)(fn)
+    return ray.remote(num_cpus=0, scheduling_strategy=strategy, **options)(fn)
+
+
+def in_turn(task: Any, calls: Iterable[tuple[Any, ...]]) -> Iterator[Any]:
+    """task.remote(*args, after) for each args of `calls`, each call given the previous
+    one's last return (a small one: its CPU time and node, see _spent), so that each runs
+    after the one before: one worker does them all, in order. Yields each call's refs."""
+    after = None
+    for args in calls:
+        refs = task.remote(*args, after)
+        after = refs[-1]
+        yield refs
 
 
 def ray_call(run: RunConfig, fn: Callable[..., Any], *args: Any) -> Any:
