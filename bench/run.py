@@ -1,8 +1,8 @@
 """The whole pipeline as users run it: `editcurate run` as ONE child process on N generated
 items (1M by default), against baselines run in the same process tree, in alternating rounds.
 
-    python bench/run.py [--items N] [--rounds R] [--keep DIR] [--no-until-ingest] [--json]
-                        [--baseline DIR]
+    python bench/run.py [--items N | --input FILE] [--rounds R] [--keep DIR] [--no-until-ingest]
+                        [--json] [--baseline DIR]
 
 Contenders, each a child process of this script, the order rotating per round:
   run     `editcurate run ITEMS --out DIR --force --json` (`python -m pipeline.cli`): ingest,
@@ -22,10 +22,11 @@ warm-up round runs every contender: numba compiles the project's kernels on the 
 this code (into the kernel cache, pipeline/jit.py), and the page cache takes the JSON lines.
 
 The items are generated once, in a child (bench/scale.py's write_items), as
-DIR/items-N.jsonl, and reused from there with --keep DIR. This process imports no polars or
-numpy, so it stays small: a child's peak RSS starts at its parent's (Linux carries the
-high-water mark across fork + exec). `run` has no --quiet; each child's stderr (progress) goes
-to a file in the work folder, shown when the child fails.
+DIR/items-N.jsonl, and reused from there with --keep DIR; or --input FILE names a JSON-lines
+file of review items (a real or held-out corpus: the same measures on other data). This
+process imports no polars or numpy, so it stays small: a child's peak RSS starts at its
+parent's (Linux carries the high-water mark across fork + exec). `run` has no --quiet; each
+child's stderr (progress) goes to a file in the work folder, shown when the child fails.
 
 Goals (issue 30): the full run <= 110 us of CPU per item; at 1M items, one process, wall < 90 s
 and peak RSS < 1.5 GiB; the ingest stage's CPU <= 3x the floor's. A bench reports: each goal
@@ -67,7 +68,11 @@ def floor_child(src: Path, dst: Path) -> None:
     import polars as pl
 
     t = os.times()
-    pl.read_ndjson(src).write_parquet(dst)
+    try:
+        frame = pl.read_ndjson(src)
+    except pl.exceptions.PolarsError:  # a field whose type changes after the first rows
+        frame = pl.read_ndjson(src, infer_schema_length=None)
+    frame.write_parquet(dst)
     e = os.times()
     print(json.dumps({"work_cpu_s": e.user + e.system - t.user - t.system}))
 
@@ -267,6 +272,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it (items cached)")
     ap.add_argument(
+        "--input",
+        type=Path,
+        help="a JSON-lines file of review items to run on instead of generated ones (a real "
+        "or held-out corpus; its non-blank lines are the items)",
+    )
+    ap.add_argument(
         "--no-until-ingest", action="store_true", help="skip the `run --until ingest` baseline"
     )
     ap.add_argument("--json", action="store_true", help="also print the results as JSON")
@@ -288,9 +299,13 @@ def main() -> None:
         return
     work = a.keep or Path(tempfile.mkdtemp(prefix="editcurate-run-bench-"))
     (work / "logs").mkdir(parents=True, exist_ok=True)
-    data = work / f"items-{a.items}.jsonl"
+    data = a.input.resolve() if a.input else work / f"items-{a.items}.jsonl"
     t = time.perf_counter()
-    if not data.exists():
+    if a.input:
+        with open(data, "rb") as f:
+            a.items = sum(1 for line in f if line.strip())
+        how = "given"
+    elif not data.exists():
         part = data.with_suffix(".part")
         gen = [sys.executable, __file__, "--items", str(a.items), "--generate-to", str(part)]
         subprocess.run(gen, check=True)

@@ -105,12 +105,15 @@ def filter_rules(run_dir: Location, manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _exported_ids(run_dir: Location) -> pl.DataFrame | None:
-    """id of every exported item (None when the export has not run)."""
+def _exported(run_dir: Location, ids: pl.DataFrame) -> pl.DataFrame | None:
+    """Which of `ids` (a column id) were exported (None when the export has not run): the
+    split files' ids are matched as they are read, never all held."""
     files = export_files(run_dir)
     if len(files) < len(SPLITS):
         return None
-    return pl.concat([read_output(f, ["id"]) for f in files.values()]).unique()
+    want = ids.lazy()
+    found = [scan_output(f).select("id").join(want, on="id", how="semi") for f in files.values()]
+    return pl.concat(pl.collect_all(found)).unique()
 
 
 NOT_SHOWN = ("possible_secret",)  # flags whose examples the report leaves out
@@ -128,9 +131,14 @@ def flag_counts(run_dir: Location, per_flag: int = FLAG_EXAMPLES) -> dict[str, A
     lf = scan_output(p)
     if "flags" not in lf.collect_schema().names():
         return none
-    fl = lf.select("id", "flags").collect().with_row_index("row")
-    kept = fl.height
-    marked = fl.filter(pl.col("flags").list.len() > 0)
+    kept = int(lf.select(pl.len()).collect().item())
+    # only the flagged rows are held (a filter as the file is read)
+    marked = (
+        lf.select("id", "flags")
+        .with_row_index("row")
+        .filter(pl.col("flags").list.len() > 0)
+        .collect()
+    )
     per = (
         marked.explode("flags")
         .rename({"flags": "flag"})
@@ -140,7 +148,7 @@ def flag_counts(run_dir: Location, per_flag: int = FLAG_EXAMPLES) -> dict[str, A
     counted = per.group_by("flag").agg(
         pl.len().alias("items"), pl.col("id").unique().sort().head(per_flag).alias("ids")
     )
-    exported = _exported_ids(run_dir)
+    exported = _exported(run_dir, per.select(pl.col("id").unique()))
     if exported is not None:  # exported items (one per id) that carry the flag
         out = (
             per.unique(["id", "flag"])
