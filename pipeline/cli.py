@@ -210,7 +210,7 @@ def run_all(
     p = _pipeline(config, set_, paths, out, print_config)
     run = p.run(until=until, force=force, on_stage=_show)
     ran = cpu_seconds()
-    problems, passed = verify_run(run.path)
+    problems, passed = verify_run(run.path, p.config)
     release_memory()  # the report starts from what the stages and verify left
     if problems:
         for prob in problems:

@@ -32,8 +32,10 @@ def stage_dirs(run_dir: Location) -> list[Location]:
     return stage_folders(run_dir)
 
 
-def verify_run(run_dir: Location) -> tuple[list[str], list[str]]:
-    """(problems, checks passed): empty problems means the run conserves every item."""
+def verify_run(run_dir: Location, cfg: Config | None = None) -> tuple[list[str], list[str]]:
+    """(problems, checks passed): empty problems means the run conserves every item. `cfg`:
+    the run's config, when the caller has it: the whole-output checks then run on its
+    executor (on Ray, the leakage check by key range: the driver holds none of the rows)."""
     problems: list[str] = []
     passed: list[str] = []
     if not run_dir.is_dir():
@@ -48,7 +50,7 @@ def verify_run(run_dir: Location) -> tuple[list[str], list[str]]:
             continue
         before = len(problems)
         try:
-            check_stage(d, m, problems)
+            check_stage(d, m, problems, cfg=cfg)
         except (AttributeError, KeyError, TypeError, ValueError) as e:
             # a manifest edited or damaged by hand: a finding, not a crash
             problems.append(f"{d.name}/{MANIFEST}: malformed ({type(e).__name__}: {e})")

@@ -484,3 +484,13 @@ def test_the_leakage_check_counts_on_ray_as_locally(tmp_path, ray_local, monkeyp
     assert cross[names.index("id")] == 1 and sharing > 0 and sum(cross) > 3, (names, cross)
     problems, _ = verify_run(run)
     assert any("1 id groups span two or more splits" in p for p in problems), problems
+    # given the run's config (as `editcurate run` gives it), verify checks on its executor:
+    # on Ray by key range, never with the split files in the driver
+    from pipeline import verify
+
+    def in_memory(*_a, **_k):
+        raise AssertionError("the split files were read into the driver")
+
+    monkeypatch.setattr(verify, "leakage_in_memory", in_memory)
+    on_ray, _ = verify_run(run, Config.model_validate({"run": {"executor": "ray"}}))
+    assert on_ray == problems
