@@ -45,6 +45,7 @@ from pipeline.storage import Location
 
 if TYPE_CHECKING:
     from pipeline.api import Pipeline, Run
+    from pipeline.config import Config
     from pipeline.runner import StageResult
     from pipeline.stage import Stage
 
@@ -306,11 +307,26 @@ def report(
     check_report_options(scope, batch, seed)
     from pipeline.report.report import write_report
     from pipeline.runs import run_lock
+    from pipeline.verify import verify_run
 
     where = run_folder(run_dir)
     with run_lock(where, create=False):
-        paths = write_report(where, scope=scope, batch=batch, seed=seed)
+        verified = verify_run(where, _stored_config(run_dir))
+        paths = write_report(where, scope=scope, batch=batch, seed=seed, verified=verified)
     console.print(Text(f"report: wrote {paths['html']} (+ report.md, report.json, plots/)"))
+
+
+def _stored_config(run_dir: str) -> Config | None:
+    """The config a run folder keeps, or None where it keeps none that loads (the checks
+    that need one then run in this process): verify's whole-output checks run on the run's
+    executor."""
+    from pipeline.api import Pipeline
+    from pipeline.errors import EditcurateError
+
+    try:
+        return Pipeline.open(run_dir).config
+    except EditcurateError:
+        return None
 
 
 def _say_stale(run_dir: Location) -> None:
@@ -332,7 +348,7 @@ def verify(run_dir: RunDir) -> None:
     from pipeline.verify import verify_run
 
     where = run_folder(run_dir)
-    problems, passed = verify_run(where)
+    problems, passed = verify_run(where, _stored_config(run_dir))
     for p in passed:
         console.print(Text.assemble(("ok ", "green"), p))
     _say_stale(where)
