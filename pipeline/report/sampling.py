@@ -68,28 +68,41 @@ def shapes(
     order = {s: i for i, s in enumerate(SHAPE_SCOPES)}
     scopes = shp.lazy().select(pl.col("scope").unique()).collect()["scope"].to_list()
     for scope in sorted(scopes, key=lambda x: (order.get(x, 9), x)):
-        s = of_scope(shp, scope)
-        g = s.group_by("group_id").agg(
-            pl.len().alias("n"), pl.col("digit_only").any().alias("digit_only")
+        # the scope's rows grouped as they are read: only a row per group is held
+        s = shp.lazy().filter(pl.col("scope") == scope)
+        g = (
+            s.group_by("group_id")
+            .agg(
+                pl.len().alias("n"),
+                pl.col("digit_only").any(),
+                pl.col("digit_only").sum().alias("digit_only_sum"),
+            )
+            .collect()
         )
-        multi = g.filter(pl.col("n") > 1)
+        items_in = int(g["n"].sum() or 0)
+        multi = g.filter(pl.col("n") > 1).drop("digit_only_sum")
         sharing = int(multi["n"].sum() or 0)
-        digit = int(s["digit_only"].sum())
+        digit = int(g["digit_only_sum"].sum() or 0)
         per_scope.append(
             {
                 "scope": scope,
-                "items": s.height,
+                "items": items_in,
                 "groups": g.height,
                 "groups_2plus": multi.height,
                 "items_sharing": sharing,
-                "share_sharing": pct(sharing, s.height),
+                "share_sharing": pct(sharing, items_in),
                 "digit_only_items": digit,
-                "digit_only_share": pct(digit, s.height),
+                "digit_only_share": pct(digit, items_in),
             }
         )
         top = multi.sort(["n", "group_id"], descending=[True, False]).head(5)
-        firsts = s.filter(pl.col("group_id").is_in(top["group_id"].implode()))
-        firsts = firsts.group_by("group_id").agg(pl.col("id").sort().head(2).alias("ids"))
+        del g, multi
+        firsts = (
+            s.filter(pl.col("group_id").is_in(top["group_id"].implode()))
+            .group_by("group_id")
+            .agg(pl.col("id").sort().head(2).alias("ids"))
+            .collect()
+        )
         top = top.join(firsts, on="group_id", how="left", maintain_order="left")
         text = _first_texts(texts, scope, top["group_id"]) if texts is not None else {}
         for x in top.iter_rows(named=True):
