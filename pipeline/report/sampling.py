@@ -144,6 +144,13 @@ def _collisions(groups: np.ndarray, batch: int) -> int:
     return len(np.unique(key[1:][twins] // span))
 
 
+def _solo(column: str, last: Any) -> pl.Expr:
+    """`column` with each null a label of its own, past `last` (the largest label, or None)."""
+    first = (int(last) if last is not None else -1) + 1
+    labels = first + pl.int_range(pl.len(), dtype=pl.Int64)
+    return pl.when(pl.col(column).is_null()).then(labels).otherwise(pl.col(column)).alias(column)
+
+
 def window_collisions(order: pl.DataFrame, window: int) -> int:
     """Windows (positions batch_order // window) holding two items of one group_id."""
     if order.is_empty():
@@ -214,14 +221,17 @@ def sampling(
     """
     if shp is None:
         return {"present": False, "note": "shapes stage not run"}
-    g = of_scope(shp, scope, "id", pl.col("group_id").cast(pl.String))
+    g = of_scope(shp, scope, "id", "group_id")
     base = items.select(  # a blank language or repo is its own column, named NONE
         "id",
         shown_value("language").alias("language"),
         shown_value("repo").alias("repo"),
         "author_is_bot",
     ).join(g.unique("id"), on="id", how="left")
-    base = base.with_columns(pl.col("group_id").fill_null("solo:" + pl.col("id")))
+    # an item in no group is a group of its own: a label past every group's (labels only name
+    # groups here, so numbers, not text)
+    base = base.with_columns(_solo("group_id", g["group_id"].max()))
+    del g
     base = base.sort("id").with_columns(
         rank=pl.int_range(pl.len()).over("group_id"), code=pl.col("group_id").rank("dense") - 1
     )
@@ -255,7 +265,7 @@ def sampling(
         else:
             w = int(st["window"])
             order = st["order"].join(base.select("id", "group_id"), on="id", how="left")
-            order = order.with_columns(pl.col("group_id").fill_null("solo:" + pl.col("id")))
+            order = order.with_columns(_solo("group_id", base["group_id"].max()))
             row.update(
                 items=order.height,
                 share_of_corpus=pct(order.height, base.height),
