@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import Config
+from pipeline.errors import EnvError
 from pipeline.nfc import nfc_columns
 from pipeline.parts import Parts, read_output, scan_output
 from pipeline.runs import MANIFEST, output_sha, read_manifest, stage_folders
@@ -334,6 +335,21 @@ def leakage_in_memory(d: Location, leak: dict[str, Any], sharing: bool) -> tuple
     return cross, n
 
 
+def _leakage(
+    d: Location, leak: dict[str, Any], sharing: bool, cfg: Config | None
+) -> tuple[list[int], int]:
+    """leakage_counts on the run's executor; in this process where it is not Ray, or where
+    Ray cannot start here (not installed, its cluster gone: verifying a copied run folder)."""
+    if cfg is not None and cfg.run.executor == "ray":
+        from pipeline.leakage import leakage_counts
+
+        try:
+            return leakage_counts(cfg, d, leak, sharing)
+        except (EnvError, ConnectionError):
+            pass
+    return leakage_in_memory(d, leak, sharing)
+
+
 def _check_leakage(
     d: Location,
     leak: dict[str, Any],
@@ -347,12 +363,7 @@ def _check_leakage(
     the rows)."""
     sharing = counts.get(SHARING)
     try:
-        if cfg is not None and cfg.run.executor == "ray":
-            from pipeline.leakage import leakage_counts
-
-            cross, n = leakage_counts(cfg, d, leak, sharing is not None)
-        else:
-            cross, n = leakage_in_memory(d, leak, sharing is not None)
+        cross, n = _leakage(d, leak, sharing is not None, cfg)
     except Exception as e:
         problems.append(f"{d.name}: cannot read splits/groups for the leakage check ({e})")
         return

@@ -492,5 +492,15 @@ def test_the_leakage_check_counts_on_ray_as_locally(tmp_path, ray_local, monkeyp
         raise AssertionError("the split files were read into the driver")
 
     monkeypatch.setattr(verify, "leakage_in_memory", in_memory)
-    on_ray, _ = verify_run(run, Config.model_validate({"run": {"executor": "ray"}}))
+    ray_cfg = Config.model_validate({"run": {"executor": "ray"}})
+    on_ray, _ = verify_run(run, ray_cfg)
     assert on_ray == problems
+    # a Ray run folder verified where Ray cannot start: checked in this process instead
+    import pipeline.leakage
+
+    def no_ray(*_a, **_k):
+        raise verify.EnvError("run.executor = 'ray' needs Ray")
+
+    monkeypatch.setattr(verify, "leakage_in_memory", leakage_in_memory)
+    monkeypatch.setattr(pipeline.leakage, "leakage_counts", no_ray)
+    assert verify_run(run, ray_cfg)[0] == problems
