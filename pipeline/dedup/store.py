@@ -117,8 +117,9 @@ class SetReader(Protocol):
 
 class Sets:
     """Read access to a sealed store's shingle sets and change sets (their files, offsets and
-    the permutations): small enough to hand to a worker, which reads the files itself (the
-    run folder is where the executor's workers read the stage inputs too)."""
+    the permutations): small enough to hand to a task on this machine, which reads the files
+    itself (locally a verifying chunk; on Ray a task on the driver's node, ray_sets.py, as
+    the files are on its disk)."""
 
     def __init__(
         self,
@@ -174,8 +175,8 @@ def write_rows(
 
 class BandKeys:
     """Band b's keys of the store rows `rows` (in that order), read from the store's band
-    files: a callable that pickles small (a path and the rows), so that a task on the store's
-    node can read the keys there (ray_bands.py) instead of this process sending them."""
+    files: a callable that pickles without the keys (a path and the rows), so that a task on
+    the store's node reads them there (ray_bands.py) instead of this process sending them."""
 
     def __init__(self, folder: Path, rows: np.ndarray):
         self.dir, self.rows = folder, rows
