@@ -65,8 +65,8 @@ class HeldSets:
         import ray
 
         u, inv = np.unique(np.asarray(rows, np.int64), return_inverse=True)
-        pos = u if self.held is None else np.searchsorted(self.held, u)
         held = self.held
+        pos = u if held is None else np.searchsorted(held, u)
         if held is not None and len(u) and (pos[-1] >= len(held) or (held[pos] != u).any()):
             raise ValueError("dedup: a set was asked for that was not held")
         blk = pos // self.size
@@ -89,11 +89,9 @@ class HeldSets:
         return csr_take(local_offs, flat, inv.reshape(-1))
 
 
-def hold(sets: Sets | HeldSets, rows: np.ndarray | None, *, run: RunConfig) -> HeldSets:
+def hold(sets: Sets, rows: np.ndarray | None, *, run: RunConfig) -> HeldSets:
     """The sets of store rows `rows` (sorted, unique; None: every row) put in Ray's object
     store by tasks on this process's node, which read the working files there."""
-    if isinstance(sets, HeldSets):
-        return sets
     ray = ensure_ray(run)
     n = len(sets.offsets) - 1 if rows is None else len(rows)
     ref = ray.put(sets)  # once: every block's task reads its offsets
