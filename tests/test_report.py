@@ -555,3 +555,67 @@ def test_count_axes_read_whole_numbers(tmp_path, monkeypatch):
     assert [
         t.get_text() for t in seen[1].axes[0].yaxis.get_ticklabels(which="both") if t.get_text()
     ]
+
+
+def test_ids_cut_into_ranges_each_id_in_exactly_one_in_id_order():
+    from pipeline.report.sampling import id_ranges
+
+    rng = np.random.default_rng(5)
+    hexes = [f"{int(x):024x}" for x in rng.integers(0, 2**62, 500)] + ["f" * 24, "0" * 24]
+    ids = pl.DataFrame({"id": hexes + ["", "i0", "zz", "F00"]})
+    cuts = id_ranges(ids.height * 9, 100)  # about 100 items a range: 46 ranges
+    assert len(cuts) == 46
+    parts = [ids.filter(c)["id"].sort() for c in cuts]
+    assert sum(len(p) for p in parts) == ids.height
+    assert pl.concat(parts).to_list() == sorted(ids["id"].to_list())
+    assert len(id_ranges(0)) == len(id_ranges(10)) == 1
+
+
+def test_item_measures_in_small_batches_match_one_batch(run, monkeypatch):
+    """The tallies are added up as the batches are read: a corpus far larger than a batch
+    gives the figures one batch would."""
+    from pipeline.report import overview
+    from pipeline.report.common import ranked
+
+    whole = overview.item_measures(run / "dedup" / "kept.parquet")
+    monkeypatch.setattr(overview, "MEASURE_BATCH", 7)
+    monkeypatch.setattr(overview, "TALLY_MERGE", 3)
+    small = overview.item_measures(run / "dedup" / "kept.parquet")
+    assert small.values.equals(whole.values)
+    for col, t in whole.tallies.items():
+        assert ranked(small.tallies[col], col) == ranked(t, col)
+        assert small.tallies[col]["items"].sum() == whole.values.height
+
+
+def test_sampling_matched_a_range_of_ids_at_a_time_equals_all_at_once(monkeypatch):
+    """The policies' figures do not depend on how many id ranges the items were matched in,
+    the stage's spread order included; items in no group count as groups of their own."""
+    from pipeline.report import sampling as S
+
+    rng = np.random.default_rng(11)
+    ids = sorted({f"{int(x):024x}" for x in rng.integers(0, 2**62, 400)})
+    items = pl.DataFrame(
+        {
+            "id": ids,
+            "language": rng.choice(["python", "go", "rust", ""], len(ids)).tolist(),
+            "repo": rng.choice([f"o/r{k}" for k in range(9)], len(ids)).tolist(),
+            "author_is_bot": (rng.random(len(ids)) < 0.1).tolist(),
+        }
+    )
+    grouped = ids[: len(ids) - 30]  # the last 30 in no group: each alone
+    shp = pl.DataFrame(
+        {
+            "id": grouped * 2,
+            "scope": ["repo"] * len(grouped) + ["change"] * len(grouped),
+            "group_id": rng.integers(0, 40, 2 * len(grouped)).tolist(),
+        }
+    )
+    order = pl.DataFrame({"id": ids, "batch_order": rng.permutation(len(ids)).tolist()})
+    stage = {"policy": "spread", "order": order, "window": 8, "window_note": "t", "scope": "repo"}
+    whole = S.sampling(shp.lazy(), items.lazy(), batch=8, seed=2, stage=stage)
+    monkeypatch.setattr(S, "RANGE_ITEMS", 17)
+    cut = S.sampling(shp.lazy(), items.lazy(), batch=8, seed=2, stage=stage)
+    assert cut == whole
+    pol = {p["policy"]: p for p in whole["policies"]}
+    assert pol["cap k=1"]["items"] == 40 + 30  # a group keeps one, each lone item itself
+    assert pol["spread"]["batches_with_shape_twins"] is not None

@@ -305,7 +305,7 @@ def test_stage_order_reads_the_window_from_the_shapes_manifest(tmp_path):
     m = {"stage": "shapes", "policy": "spread", "scope": "repo", "shapes_config": {"window": 8}}
     (tmp_path / "shapes" / "manifest.json").write_text(json.dumps(m))
     st = stage_order(tmp_path, batch=16)
-    assert st["window"] == 8 and st["order"]["id"].to_list() == ["a"]
+    assert st["window"] == 8 and st["order"].collect()["id"].to_list() == ["a"]
     m.pop("shapes_config")
     (tmp_path / "shapes" / "manifest.json").write_text(json.dumps(m))
     st = stage_order(tmp_path, batch=16)

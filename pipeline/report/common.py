@@ -51,18 +51,30 @@ def read(p: Location, columns: list[str] | None = None) -> pl.DataFrame | None:
     return read_output(p, columns) if p.exists() else None
 
 
-def counts(df: pl.DataFrame, col: str, top: int | None = None) -> list[dict[str, Any]]:
+def tally(df: pl.DataFrame | pl.LazyFrame, col: str) -> pl.DataFrame:
+    """Rows per raw value of `col` (col, items); a lazy `df` is read as a stream."""
+    return df.lazy().group_by(col).len("items").collect()
+
+
+def counts(
+    df: pl.DataFrame | pl.LazyFrame, col: str, top: int | None = None
+) -> list[dict[str, Any]]:
     """[{value, items, share}] sorted by items desc then value, a null or blank value shown as
-    NONE."""
-    if df.is_empty():
-        return []
+    NONE (ranked over tally: only the distinct values are ever shown as text)."""
+    return ranked(tally(df, col), col, top)
+
+
+def ranked(t: pl.DataFrame, col: str, top: int | None = None) -> list[dict[str, Any]]:
+    """counts of a tally `t` (col, items; a value may repeat: its rows are added)."""
     c = (
-        df.select(shown_value(col).alias("value"))
+        t.select(shown_value(col).alias("value"), "items")
         .group_by("value")
-        .len("items")
+        .agg(pl.col("items").sum())
         .sort(["items", "value"], descending=[True, False])
     )
-    n = df.height
+    n = int(c["items"].sum())
+    if not n:
+        return []
     rows = [{**r, "share": pct(r["items"], n)} for r in c.iter_rows(named=True)]
     if top is not None and len(rows) > top:
         rest = sum(r["items"] for r in rows[top:])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,9 @@ import polars as pl
 
 from pipeline import storage
 from pipeline.filter import measures
-from pipeline.parts import Parts, as_frame, read_output, scan_output
+from pipeline.parts import Parts, as_frame, scan_output
 from pipeline.report import plots
-from pipeline.report.common import counts, stats
+from pipeline.report.common import counts, ranked, stats, tally
 from pipeline.report.sampling import Shapes
 from pipeline.runs import package_versions
 from pipeline.schema import TOKEN_PATTERN
@@ -31,7 +32,9 @@ def _reason_head(col: str) -> pl.Expr:
     return pl.col(col).str.split(":").list.first().str.strip_chars()
 
 
-MEASURED = ["id", "language", "repo", "author_is_bot"]  # kept beside the measures
+MEASURED = ["language", "repo", "author_is_bot"]  # read beside the text measured
+MEASURES = ("tokens", "comment_chars", "lines_changed")  # held per item (their quantiles)
+TALLIED = ("language", "repo", "file_type", "bot")  # counted per value as read
 
 
 def _tokens(s: pl.Series) -> pl.Series:
@@ -68,21 +71,36 @@ MEASURE_BATCH = 1 << 16  # rows of text measured at once
 MEASURE_INPUTS = ("comment", "before", "after", "context", "path", "lines_removed", "lines_added")
 
 
-def item_measures(path: Location) -> pl.DataFrame:
-    """The items' distribution columns (with_measures) and MEASURED, never their text: the
-    text is read MEASURE_BATCH rows at a time (a corpus's code need not fit in memory; polars'
-    streaming engine held most of it at once, 700 MiB for 741k items)."""
-    cols = [*MEASURED, "tokens", "comment_chars", "lines_changed", "file_type", "bot"]
+@dataclass
+class Measures:
+    """What the distributions section needs of the kept items: MEASURES per item, and a
+    tally (value, items) of each TALLIED column, never a text per item."""
+
+    values: pl.DataFrame
+    tallies: dict[str, pl.DataFrame]
+
+
+TALLY_MERGE = 64  # batches whose tallies are added up at once (a repo per item otherwise)
+
+
+def item_measures(path: Location) -> Measures:
+    """The kept items' Measures, never their text: the text is read MEASURE_BATCH rows at a
+    time (a corpus's code need not fit in memory; polars' streaming engine held most of it at
+    once, 700 MiB for 741k items)."""
     parts = Parts(path)
     read = [c for c in parts.schema_arrow.names if c in {*MEASURED, *MEASURE_INPUTS}]
-    frames = [
-        with_measures(as_frame(b).lazy()).select(cols).collect()
-        for b in parts.iter_batches(MEASURE_BATCH, read, exact=False)
-    ]
-    if not frames:  # no rows: the columns' types from the schema
-        empty = as_frame(parts.schema_arrow.empty_table().select(read))
-        return with_measures(empty.lazy()).select(cols).collect()
-    return pl.concat(frames, rechunk=True)
+    cols = [pl.col(c).cast(pl.Int32) for c in MEASURES] + list(TALLIED)
+    empty = as_frame(parts.schema_arrow.empty_table().select(read))
+    first = with_measures(empty.lazy()).select(cols).collect()  # the types, with no rows
+    values = [first.select(MEASURES)]
+    tallies = {c: tally(first, c) for c in TALLIED}
+    for k, b in enumerate(parts.iter_batches(MEASURE_BATCH, read, exact=False), 1):
+        f = with_measures(as_frame(b).lazy()).select(cols).collect()
+        values.append(f.select(MEASURES))
+        for c in TALLIED:
+            t = pl.concat([tallies[c], tally(f, c)])
+            tallies[c] = t.group_by(c).agg(pl.col("items").sum()) if k % TALLY_MERGE == 0 else t
+    return Measures(pl.concat(values, rechunk=True), tallies)
 
 
 def header(run_dir: Location, manifests: dict[str, dict]) -> dict[str, Any]:
@@ -146,22 +164,22 @@ def funnel(
             "left": ic["records_in"] - ic["errors_out"] - ic["skipped_out"],
         }
     )
-    errs = read_output(run_dir / "ingest" / "errors.parquet", ["severity", "reason"])
-    e = errs.with_columns(head=_reason_head("reason")).group_by("severity", "head").len("n")
-    for r in e.sort(["n", "head"], descending=[True, False]).iter_rows(named=True):
+    errs = scan_output(run_dir / "ingest" / "errors.parquet")
+    e = errs.select("severity", head=_reason_head("reason")).group_by("severity", "head").len("n")
+    for r in e.sort(["n", "head"], descending=[True, False]).collect().iter_rows(named=True):
         reasons.append(
             {"stage": "ingest", "reason": f"{r['severity']}: {r['head']}", "items": r["n"]}
         )
     if "filter" in manifests:
         fc = manifests["filter"]["counts"]
         stages.append({"stage": "filter", "in": fc["items_in"], "out": fc["kept"]})
-        rej = read_output(run_dir / "filter" / "rejected.parquet", ["rule"])
+        rej = scan_output(run_dir / "filter" / "rejected.parquet")
         for r in counts(rej, "rule"):
             reasons.append({"stage": "filter", "reason": f"rule {r['value']}", "items": r["items"]})
     if "dedup" in manifests:
         dc = manifests["dedup"]["counts"]
         stages.append({"stage": "dedup", "in": dc["items_in"], "out": dc["kept"]})
-        rem = read_output(run_dir / "dedup" / "removed.parquet", ["kind"])
+        rem = scan_output(run_dir / "dedup" / "removed.parquet")
         names = {
             "near": "near-duplicate",
             "same_content": "exact duplicate (same content)",
@@ -177,7 +195,7 @@ def funnel(
     if "decontaminate" in manifests:
         xc = manifests["decontaminate"]["counts"]
         stages.append({"stage": "decontaminate", "in": xc["items_in"], "out": xc["kept"]})
-        rem = read_output(run_dir / "decontaminate" / "removed.parquet", ["benchmark_source"])
+        rem = scan_output(run_dir / "decontaminate" / "removed.parquet")
         for r in counts(rem, "benchmark_source"):
             reasons.append(
                 {
@@ -189,9 +207,11 @@ def funnel(
     sh = run_dir / "shapes"
     if "shapes" in manifests and (sh / "kept.parquet").exists():
         kept = scan_output(sh / "kept.parquet").select(pl.len()).collect().item()
-        rem = read_output(sh / "removed.parquet")
-        stages.append({"stage": "shapes", "in": kept + rem.height, "out": kept})
-        col = next((c for c in ("reason", "kind", "scope") if c in rem.columns), None)
+        rem = scan_output(sh / "removed.parquet")
+        removed = rem.select(pl.len()).collect().item()
+        stages.append({"stage": "shapes", "in": kept + removed, "out": kept})
+        have = rem.collect_schema().names()
+        col = next((c for c in ("reason", "kind", "scope") if c in have), None)
         if col:
             for r in counts(rem, col):
                 reasons.append(
@@ -201,8 +221,8 @@ def funnel(
                         "items": r["items"],
                     }
                 )
-        elif rem.height:
-            reasons.append({"stage": "shapes", "reason": "shape group", "items": rem.height})
+        elif removed:
+            reasons.append({"stage": "shapes", "reason": "shape group", "items": removed})
     if shp is not None:
         policy = manifests.get("shapes", {}).get("policy", "annotate")
         shared = (
@@ -265,10 +285,11 @@ def why_command(run_dir: Location) -> str:
     )
 
 
-def distributions(m: pl.DataFrame, out: Location) -> dict[str, Any]:
-    """The distributions of item_measures' frame `m`."""
+def distributions(measured: Measures, out: Location) -> dict[str, Any]:
+    """The distributions of item_measures' Measures."""
+    m = measured.values
     d: dict[str, Any] = {"items": m.height, "tokenizer": TOKEN_PATTERN}
-    for col in ("tokens", "comment_chars", "lines_changed"):
+    for col in MEASURES:
         d[col] = stats(m[col])
     d["plots"] = {}
     if m.height:
@@ -277,8 +298,8 @@ def distributions(m: pl.DataFrame, out: Location) -> dict[str, Any]:
             ("comment_chars", "comment length (characters)"),
             ("lines_changed", "lines changed (removed + added)"),
         ):
-            vals = m[col].to_list()
-            mx = max(vals)
+            vals = m[col].to_numpy()  # an array: a list costs 36 bytes an item
+            mx = int(m[col].max())  # type: ignore[arg-type]
             bins = [b - 0.5 for b in range(mx + 2)] if col == "lines_changed" and mx <= 80 else 30
             d["plots"][col] = plots.hist(
                 vals,
@@ -296,7 +317,7 @@ def distributions(m: pl.DataFrame, out: Location) -> dict[str, Any]:
         ("file_type", "by_file_type"),
         ("bot", "bot_vs_human"),
     ):
-        d[key] = counts(m, col, TOP)
+        d[key] = ranked(measured.tallies[col], col, TOP)
         if len(d[key]) > 1:  # one value is one full bar: the table says it
             top = [r for r in d[key] if r["value"] != "(other)"]
             d["plots"][key] = plots.bars(

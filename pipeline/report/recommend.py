@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.report.sampling import CAPS, Shapes, of_scope
+from pipeline.report.sampling import CAPS, Shapes
 
 NO_CHANGE = "no shape dedup"
 SPREAD = "spread"
@@ -60,12 +60,15 @@ def _kept_apart(policy: str, ids: list[str], group: dict[str, str], rank: dict[s
     return policy == SPREAD and len(ids) > 1 and len({group.get(i, i) for i in ids}) == 1
 
 
-def _groups_of(ids: set[str], s: pl.DataFrame) -> tuple[dict[str, str], dict[str, int]]:
+def _groups_of(ids: set[str], s: pl.LazyFrame) -> tuple[dict[str, str], dict[str, int]]:
     """({id: group}, {id: its rank in its group by id}) of `ids` (the non-finite sets'), from
-    `s` (id, group_id): only their groups are ranked, not the corpus."""
-    mine = s.filter(pl.col("id").is_in(list(ids)))
-    members = s.filter(pl.col("group_id").is_in(mine["group_id"].implode()))
-    members = members.sort("id").with_columns(rank=pl.int_range(pl.len()).over("group_id"))
+    `s` (id, group_id as text): only their groups are read and ranked, not the corpus."""
+    if not ids:
+        return {}, {}
+    mine = s.filter(pl.col("id").is_in(list(ids))).select("group_id").unique().collect()
+    members = s.filter(pl.col("group_id").is_in(mine["group_id"].implode())).collect()
+    members = members.unique("id").sort("id")
+    members = members.with_columns(rank=pl.int_range(pl.len()).over("group_id"))
     members = members.filter(pl.col("id").is_in(list(ids)))
     group = dict(zip(members["id"].to_list(), members["group_id"].to_list(), strict=True))
     rank = dict(zip(members["id"].to_list(), members["rank"].to_list(), strict=True))
@@ -80,14 +83,16 @@ def recommend(
     if not samp.get("present") or shp is None:
         return {"present": False, "note": "shapes stage not run: no shape groups to judge"}
     scope = samp["scope"]
-    s = of_scope(shp, scope, "id", pl.col("group_id").cast(pl.String))
-    s = s.unique("id")
+    # read where used: only the culprits' groups, and a count per group
+    s = shp.lazy().filter(pl.col("scope") == scope)
     sets = [c["ids"] for c in smoke.get("culprits", []) if c.get("ids")] if smoke else []
-    group, rank = _groups_of({i for ids in sets for i in ids}, s)
+    group, rank = _groups_of(
+        {i for ids in sets for i in ids}, s.select("id", pl.col("group_id").cast(pl.String))
+    )
     rows = {r["policy"]: r for r in samp["policies"]}
     total = rows[NO_CHANGE]["items"]
     windows = -(-total // window) if total else 0
-    largest = max(s.group_by("group_id").len()["len"].to_list(), default=0)
+    largest = s.group_by("group_id").len().select(pl.col("len").max()).collect().item() or 0
 
     ladder = [NO_CHANGE, SPREAD, *(_cap(k) for k in sorted(CAPS, reverse=True))]
     # the sets some policy can keep apart decide; the others are the data, named below

@@ -245,7 +245,7 @@ def build(
     meta["funnel"] = funnel(run_dir, manifests, shp, verified)
     data["distributions"] = distributions(items, out)
     data["shapes"] = shapes(shp, scan_output(kept_items), scan_output(shapes_file(run_dir)))
-    data["sampling"] = sampling(shp, items, scope, batch, seed, stage)
+    data["sampling"] = sampling(shp, scan_output(kept_items), scope, batch, seed, stage)
     data["recommendation"] = recommend(
         data["sampling"], shp, meta["smoke"], (stage or {}).get("window") or window or batch
     )

@@ -13,9 +13,10 @@ import numpy as np
 import polars as pl
 
 from pipeline.config import SHAPE_SCOPES
-from pipeline.parts import read_output, scan_output
+from pipeline.parts import scan_output
 from pipeline.report.common import ITEM_COLS, counts, member, pct, shown_value
 from pipeline.runs import committed, read_manifest
+from pipeline.schema import ID_HEX_CHARS
 from pipeline.storage import Location
 
 CAPS = (1, 2, 4)
@@ -39,12 +40,6 @@ Shapes = pl.DataFrame | pl.LazyFrame
 def read_shapes(run_dir: Location) -> pl.LazyFrame | None:
     p = shapes_file(run_dir)
     return scan_output(p).select(SHAPE_COLS) if committed(p.parent, p.name) else None
-
-
-def of_scope(shp: Shapes, scope: str, *columns: str | pl.Expr) -> pl.DataFrame:
-    """The rows of one scope (`columns` of them: all if none)."""
-    rows = shp.lazy().filter(pl.col("scope") == scope)
-    return (rows.select(*columns) if columns else rows).collect()
 
 
 def shape_scopes(run_dir: Location) -> set[str] | None:
@@ -177,9 +172,9 @@ def _first_texts(texts: pl.LazyFrame, scope: str, groups: pl.Series) -> dict[int
 
 def stage_order(run_dir: Location, batch: int, window: int | None = None) -> dict[str, Any]:
     """What the shapes stage did for spread: {policy, window, window_note, order (id,
-    batch_order) or None, scope, conflicts}. The window is the one the shapes manifest
-    records, else `window` (the config's shapes.window, when the caller has the config), else
-    `batch` (the shapes default equals the report's)."""
+    batch_order: a scan of shapes/kept.parquet) or None, scope, conflicts}. The window is the
+    one the shapes manifest records, else `window` (the config's shapes.window, when the
+    caller has the config), else `batch` (the shapes default equals the report's)."""
     m = read_manifest(run_dir / "shapes") or {}
     kept = run_dir / "shapes" / "kept.parquet"
     info: dict[str, Any] = {
@@ -191,7 +186,7 @@ def stage_order(run_dir: Location, batch: int, window: int | None = None) -> dic
         "window_note": "",
     }
     if kept.exists() and "batch_order" in scan_output(kept).collect_schema().names():
-        info["order"] = read_output(kept, ["id", "batch_order"])
+        info["order"] = scan_output(kept).select("id", "batch_order")
         w = _window(m)
         if w:
             info["window"], info["window_note"] = w, "from shapes/manifest.json"
@@ -203,9 +198,69 @@ def stage_order(run_dir: Location, batch: int, window: int | None = None) -> dic
     return info
 
 
+# kept items (id, language, repo, author_is_bot), or the stage's order (id, batch_order):
+# scans in the report, frames in tests
+Items = pl.DataFrame | pl.LazyFrame
+
+
+RANGE_ITEMS = 1 << 20  # kept items matched to their groups at once (their ids held as text)
+
+
+def id_ranges(n: int, per: int | None = None) -> list[pl.Expr]:
+    """Filters cutting `n` items into ranges of ids of about `per` (RANGE_ITEMS) items each,
+    in id order. Ids are hex digests, spread evenly over their range; an id of any other form
+    still falls in exactly one range."""
+    k = max(1, -(-n // (per or RANGE_ITEMS)))
+    bounds = [f"{i * 16**ID_HEX_CHARS // k:0{ID_HEX_CHARS}x}" for i in range(1, k)]
+    cuts = []
+    for lo, hi in zip([None, *bounds], [*bounds, None], strict=True):
+        cut = pl.lit(True)
+        if lo is not None:
+            cut &= pl.col("id") >= lo
+        if hi is not None:
+            cut &= pl.col("id") < hi
+        cuts.append(cut)
+    return cuts
+
+
+def _per_item(
+    shp: Shapes, items: Items, scope: str, order: Items | None
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Every kept item in id order (language and repo as shown, categorical; author_is_bot;
+    group_id at `scope`, null where the item is in no group), and, given the shapes stage's
+    `order` (id, batch_order), each of its rows' (batch_order, group_id). Matched a range of
+    ids at a time, so only one range's ids are ever held as text (at 10M items, holding them
+    all was most of the report's peak)."""
+    n = items.lazy().select(pl.len()).collect().item()
+    rows, spread = [], []
+    for cut in id_ranges(n):
+        mine = (
+            items.lazy()
+            .filter(cut)
+            .select(
+                "id",
+                shown_value("language").cast(pl.Categorical).alias("language"),
+                shown_value("repo").cast(pl.Categorical).alias("repo"),
+                "author_is_bot",
+            )
+        )
+        groups = shp.lazy().filter((pl.col("scope") == scope) & cut).select("id", "group_id")
+        got = (
+            mine.sort("id")
+            .join(groups.unique("id"), on="id", how="left", maintain_order="left")
+            .collect()
+        )
+        if order is not None:
+            o = order.lazy().filter(cut).select("id", "batch_order")
+            o = o.join(got.lazy().select("id", "group_id"), on="id", how="left")
+            spread.append(o.select("batch_order", "group_id").collect())
+        rows.append(got.drop("id"))
+    return pl.concat(rows), (pl.concat(spread) if order is not None else None)
+
+
 def sampling(
     shp: Shapes | None,
-    items: pl.DataFrame,
+    items: Items,
     scope: str = "repo",
     batch: int = 16,
     seed: int = 0,
@@ -221,26 +276,25 @@ def sampling(
     """
     if shp is None:
         return {"present": False, "note": "shapes stage not run"}
-    g = of_scope(shp, scope, "id", "group_id")
-    base = items.select(  # a blank language or repo is its own column, named NONE
-        "id",
-        shown_value("language").alias("language"),
-        shown_value("repo").alias("repo"),
-        "author_is_bot",
-    ).join(g.unique("id"), on="id", how="left")
+    st = stage or {}
+    base, order = _per_item(shp, items, scope, st.get("order"))
     # an item in no group is a group of its own: a label past every group's (labels only name
     # groups here, so numbers, not text)
-    base = base.with_columns(_solo("group_id", g["group_id"].max()))
-    del g
-    base = base.sort("id").with_columns(
-        rank=pl.int_range(pl.len()).over("group_id"), code=pl.col("group_id").rank("dense") - 1
+    last = shp.lazy().filter(pl.col("scope") == scope).select(pl.col("group_id").max())
+    base = base.with_columns(_solo("group_id", last.collect().item()))
+    base = base.with_columns(  # in id order: a group's rank 0 is its lowest id
+        rank=pl.int_range(pl.len(), dtype=pl.UInt32).over("group_id"),
+        code=pl.col("group_id").rank("dense") - 1,
     )
+    last_label = base["group_id"].max()
+    base = base.drop("group_id")
     rng = np.random.default_rng(seed)
     langs = [r["value"] for r in counts(base, "language", 6) if r["value"] != "(other)"]
     repos = [r["value"] for r in counts(base, "repo", 6) if r["value"] != "(other)"]
+    of_lang = {v: int((base["language"] == v).sum()) for v in langs}
+    of_repo = {v: int((base["repo"] == v).sum()) for v in repos}
     # (name, its cap): one policy's items made at a time (each is a copy of most of them)
     policies = [("no shape dedup", None), *((f"cap k={k}", k) for k in CAPS), ("spread", None)]
-    st = stage or {}
     rows = []
     for name, cap in policies:
         df = base if cap is None else base.filter(pl.col("rank") < cap)
@@ -257,15 +311,14 @@ def sampling(
         if name != "spread":
             groups = df["code"].to_numpy()[rng.permutation(df.height)]
             row["batches_with_shape_twins"] = _collisions(groups, batch)
-        elif st.get("order") is None:
+        elif order is None:
             ran = st.get("policy")
             row.update(order=None, batches=None, batches_with_shape_twins=None, note=NOT_RUN)
             if ran:
                 row["note"] += f" (the shapes stage ran with policy = {ran})"
         else:
             w = int(st["window"])
-            order = st["order"].join(base.select("id", "group_id"), on="id", how="left")
-            order = order.with_columns(_solo("group_id", base["group_id"].max()))
+            order = order.with_columns(_solo("group_id", last_label))
             row.update(
                 items=order.height,
                 share_of_corpus=pct(order.height, base.height),
@@ -283,17 +336,8 @@ def sampling(
             if st.get("scope") and st["scope"] != scope:
                 notes.append(f"the stage spread groups at scope {st['scope']}")
             row["note"] = "; ".join(notes)
-        row["language_kept"] = {
-            v: pct(
-                df.filter(pl.col("language") == v).height,
-                base.filter(pl.col("language") == v).height,
-            )
-            for v in langs
-        }
-        row["repo_kept"] = {
-            v: pct(df.filter(pl.col("repo") == v).height, base.filter(pl.col("repo") == v).height)
-            for v in repos
-        }
+        row["language_kept"] = {v: pct(int((df["language"] == v).sum()), of_lang[v]) for v in langs}
+        row["repo_kept"] = {v: pct(int((df["repo"] == v).sum()), of_repo[v]) for v in repos}
         rows.append(row)
     spread = rows[-1]
     return {
