@@ -375,6 +375,13 @@ def test_kept_sample_is_seeded_drawn_from_the_export_and_stable(run, tmp_path):
     assert pick(ids, 1, 20) != pick(ids, 0, 20)
     again = kept_sample(run)
     assert [m["id"] for m in again["items"]] == [m["id"] for m in k["items"]]
+    # read a range of ids at a time (a few ids a range here): the same sample and count
+    from pipeline.report import common
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(common, "RANGE_ITEMS", 3)
+        cut = kept_sample(run)
+    assert cut["items"] == again["items"] and cut["exported"] == k["exported"]
     # not the first groups of the split deal (which all go to train): every split can show
     assert {m["split"] for m in kept_sample(run, n=len(ids))["items"]} == set(SPLITS)
     md = (run / "report" / "report.md").read_text()
@@ -558,7 +565,7 @@ def test_count_axes_read_whole_numbers(tmp_path, monkeypatch):
 
 
 def test_ids_cut_into_ranges_each_id_in_exactly_one_in_id_order():
-    from pipeline.report.sampling import id_ranges
+    from pipeline.report.common import id_ranges
 
     rng = np.random.default_rng(5)
     hexes = [f"{int(x):024x}" for x in rng.integers(0, 2**62, 500)] + ["f" * 24, "0" * 24]
@@ -590,6 +597,7 @@ def test_item_measures_in_small_batches_match_one_batch(run, monkeypatch):
 def test_sampling_matched_a_range_of_ids_at_a_time_equals_all_at_once(monkeypatch):
     """The policies' figures do not depend on how many id ranges the items were matched in,
     the stage's spread order included; items in no group count as groups of their own."""
+    from pipeline.report import common
     from pipeline.report import sampling as S
 
     rng = np.random.default_rng(11)
@@ -613,7 +621,7 @@ def test_sampling_matched_a_range_of_ids_at_a_time_equals_all_at_once(monkeypatc
     order = pl.DataFrame({"id": ids, "batch_order": rng.permutation(len(ids)).tolist()})
     stage = {"policy": "spread", "order": order, "window": 8, "window_note": "t", "scope": "repo"}
     whole = S.sampling(shp.lazy(), items.lazy(), batch=8, seed=2, stage=stage)
-    monkeypatch.setattr(S, "RANGE_ITEMS", 17)
+    monkeypatch.setattr(common, "RANGE_ITEMS", 17)
     cut = S.sampling(shp.lazy(), items.lazy(), batch=8, seed=2, stage=stage)
     assert cut == whole
     pol = {p["policy"]: p for p in whole["policies"]}

@@ -12,6 +12,7 @@ import polars as pl
 
 from pipeline.parts import read_output
 from pipeline.runs import StageFailed
+from pipeline.schema import ID_HEX_CHARS
 from pipeline.stage import SPLITS
 from pipeline.storage import Location
 
@@ -41,6 +42,26 @@ def shown_value(col: str) -> pl.Expr:
     """The column as the report's tables name its values: text, NONE where null or blank."""
     v = pl.col(col).cast(pl.String)
     return pl.when(v.is_null() | (v.str.strip_chars() == "")).then(pl.lit(NONE)).otherwise(v)
+
+
+RANGE_ITEMS = 1 << 20  # items whose ids are held as text at once: a range of ids (id_ranges)
+
+
+def id_ranges(n: int, per: int | None = None) -> list[pl.Expr]:
+    """Filters cutting `n` items into ranges of ids of about `per` (RANGE_ITEMS) items each,
+    in id order. Ids are hex digests, spread evenly over their range; an id of any other form
+    still falls in exactly one range."""
+    k = max(1, -(-n // (per or RANGE_ITEMS)))
+    bounds = [f"{i * 16**ID_HEX_CHARS // k:0{ID_HEX_CHARS}x}" for i in range(1, k)]
+    cuts = []
+    for lo, hi in zip([None, *bounds], [*bounds, None], strict=True):
+        cut = pl.lit(True)
+        if lo is not None:
+            cut &= pl.col("id") >= lo
+        if hi is not None:
+            cut &= pl.col("id") < hi
+        cuts.append(cut)
+    return cuts
 
 
 def pct(a: float, b: float) -> float:

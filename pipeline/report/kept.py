@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.parts import read_output, scan_output
-from pipeline.report.common import ITEM_COLS, export_files, member
+from pipeline.parts import num_rows, scan_output
+from pipeline.report.common import ITEM_COLS, export_files, id_ranges, member
 from pipeline.runs import read_manifest
 from pipeline.shapes.sha import sha256_128
 from pipeline.stage import SPLITS
@@ -55,10 +55,17 @@ def kept_sample(run_dir: Location, n: int = KEPT_SAMPLE) -> dict[str, Any]:
     seed_note = "the export's seed" if seed is not None else "the export did not record its seed"
     seed = int(seed or 0)
     files = export_files(run_dir)
-    ids = pl.concat(
-        [read_output(f, ["id"])["id"] for f in files.values()] or [pl.Series("id", [], pl.String)]
-    )
-    chosen = pick(ids, seed, n)
+    # a range of ids at a time: the sample of each range's ids and the sample so far, and its
+    # distinct ids (an id in two splits is one item); never every exported id at once
+    chosen: list[str] = []
+    exported = 0
+    scans = [scan_output(f).select("id") for f in files.values()]
+    for cut in id_ranges(sum(num_rows(f) for f in files.values())):
+        ids = pl.concat([s.filter(cut) for s in scans]).collect()["id"] if scans else None
+        if ids is None or ids.is_empty():
+            continue
+        exported += ids.n_unique()
+        chosen = pick(pl.concat([pl.Series("id", chosen, pl.String), ids]), seed, n)
     rank = {i: k for k, i in enumerate(chosen)}
     rows: list[dict[str, Any]] = []
     for s, f in files.items():
@@ -86,7 +93,7 @@ def kept_sample(run_dir: Location, n: int = KEPT_SAMPLE) -> dict[str, Any]:
         "seed": seed,
         "seed_note": seed_note,
         "size": n,
-        "exported": ids.n_unique(),
+        "exported": exported,
         "per_split": per_split,
         "items": rows,
     }

@@ -14,9 +14,8 @@ import polars as pl
 
 from pipeline.config import SHAPE_SCOPES
 from pipeline.parts import scan_output
-from pipeline.report.common import ITEM_COLS, counts, member, pct, shown_value
+from pipeline.report.common import ITEM_COLS, counts, id_ranges, member, pct, shown_value
 from pipeline.runs import committed, read_manifest
-from pipeline.schema import ID_HEX_CHARS
 from pipeline.storage import Location
 
 CAPS = (1, 2, 4)
@@ -201,26 +200,6 @@ def stage_order(run_dir: Location, batch: int, window: int | None = None) -> dic
 # kept items (id, language, repo, author_is_bot), or the stage's order (id, batch_order):
 # scans in the report, frames in tests
 Items = pl.DataFrame | pl.LazyFrame
-
-
-RANGE_ITEMS = 1 << 20  # kept items matched to their groups at once (their ids held as text)
-
-
-def id_ranges(n: int, per: int | None = None) -> list[pl.Expr]:
-    """Filters cutting `n` items into ranges of ids of about `per` (RANGE_ITEMS) items each,
-    in id order. Ids are hex digests, spread evenly over their range; an id of any other form
-    still falls in exactly one range."""
-    k = max(1, -(-n // (per or RANGE_ITEMS)))
-    bounds = [f"{i * 16**ID_HEX_CHARS // k:0{ID_HEX_CHARS}x}" for i in range(1, k)]
-    cuts = []
-    for lo, hi in zip([None, *bounds], [*bounds, None], strict=True):
-        cut = pl.lit(True)
-        if lo is not None:
-            cut &= pl.col("id") >= lo
-        if hi is not None:
-            cut &= pl.col("id") < hi
-        cuts.append(cut)
-    return cuts
 
 
 def _per_item(
