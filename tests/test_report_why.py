@@ -168,6 +168,7 @@ def test_rule_examples_do_not_depend_on_row_order():
     one = rule_examples(df)
     two = rule_examples(df.reverse())
     assert one == two
+    assert rule_examples(iter([df[:5], df[5:6], df[6:]])) == one  # counted a batch at a time
     assert [(x["rule"], x["dropped"], x["matched"]) for x in one] == [("a", 9, 9), ("b", 3, 4)]
     assert [e["id"] for e in one[0]["examples"]] == ["00", "01", "02", "03", "04"]
 

@@ -7,13 +7,13 @@ sample that does not depend on the order of the input or of the Parquet parts).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from pipeline.parts import Parts, as_frame, read_output, scan_output
+from pipeline.parts import Parts, as_frame, num_rows, scan_output
 from pipeline.report.common import ITEM_COLS, export_files, member, pct
 from pipeline.stage import SPLITS
 from pipeline.storage import Location
@@ -24,8 +24,17 @@ FLAG_EXAMPLES = 2  # examples shown per flag
 COUNTED = ("id", "rule", "rules", "source", "source_ref")
 
 
+def _lowest(best: pl.DataFrame | None, batch: pl.DataFrame, k: int) -> pl.DataFrame:
+    """The `k` rows of each rule first in (id, source, source_ref) order, of `best` (those of
+    the batches before) and `batch`."""
+    rows = batch if best is None else pl.concat([best, batch])
+    sort_by = ["id"] + [c for c in ("source", "source_ref") if c in rows.columns]
+    lowest = rows.sort(sort_by).group_by("rule", maintain_order=True).head(k)
+    return lowest.select(rows.columns)  # head puts the rule first
+
+
 def rule_examples(
-    rejected: pl.DataFrame,
+    rejected: pl.DataFrame | Iterable[pl.DataFrame],
     per_rule: int = EXAMPLES,
     text: Callable[[np.ndarray], pl.DataFrame] | None = None,
 ) -> list[dict[str, Any]]:
@@ -34,36 +43,33 @@ def rule_examples(
     `dropped` counts items whose first matching rule is this one (the `rule` column, so the
     counts add up to the rejected items); `matched` counts rejected items this rule matched at
     all (the `rules` list: an item a lock-file rule dropped may also have a bot author).
-    `text(rows)`: the examples' other columns (ITEM_COLS, reason), given their row numbers in
-    `rejected`, where it holds only what is counted and sorted on (the rejected items' text
-    is read for the examples alone).
+    `rejected`: its rows, or batches of them in order (counted, and their examples chosen, as
+    they come: a batch at a time is held). `text(rows)`: the examples' other columns
+    (ITEM_COLS, reason), given their row numbers in `rejected`, where it holds only what is
+    counted and sorted on (the rejected items' text is read for the examples alone).
     """
-    if rejected.is_empty():
+    n, dropped, matched, picks = 0, [], [], None
+    for b in [rejected] if isinstance(rejected, pl.DataFrame) else rejected:
+        b = b.with_row_index("_at", offset=n)
+        n += b.height
+        dropped.append(b.group_by("rule").len("dropped"))
+        if "rules" in b.columns:
+            rules = b.select(pl.col("rules").alias("rule")).explode("rule")
+            matched.append(rules.group_by("rule").len("matched"))
+        picks = _lowest(picks, b, per_rule)
+    if not n or picks is None:
         return []
-    n = rejected.height
-    dropped = rejected.group_by("rule").len("dropped")
-    if "rules" in rejected.columns:
-        matched = (
-            rejected.select(pl.col("rules").alias("rule"))
-            .explode("rule")
-            .group_by("rule")
-            .len("matched")
-        )
-        dropped = dropped.join(matched, on="rule", how="left")
+    counted = pl.concat(dropped).group_by("rule").agg(pl.col("dropped").sum())
+    if matched:
+        m = pl.concat(matched).group_by("rule").agg(pl.col("matched").sum())
+        counted = counted.join(m, on="rule", how="left")
     else:
-        dropped = dropped.with_columns(matched=pl.col("dropped"))
-    dropped = dropped.sort(["dropped", "rule"], descending=[True, False])
-    sort_by = ["id"] + [c for c in ("source", "source_ref") if c in rejected.columns]
-    picks = (
-        rejected.with_row_index("_at")
-        .sort(sort_by)
-        .group_by("rule", maintain_order=True)
-        .head(per_rule)
-    )
+        counted = counted.with_columns(matched=pl.col("dropped"))
+    counted = counted.sort(["dropped", "rule"], descending=[True, False])
     if text is not None:
         picks = pl.concat([picks, text(picks["_at"].to_numpy())], how="horizontal")
     out = []
-    for r in dropped.iter_rows(named=True):
+    for r in counted.iter_rows(named=True):
         ex = []
         for x in picks.filter(pl.col("rule") == r["rule"]).iter_rows(named=True):
             also = [q for q in (x.get("rules") or []) if q != r["rule"]]
@@ -80,24 +86,29 @@ def rule_examples(
     return out
 
 
+COUNT_BATCH = 1 << 18  # rejected rows counted at once
+
+
 def filter_rules(run_dir: Location, manifest: dict[str, Any]) -> dict[str, Any]:
     """The filter section: items in, rejected, and each drop rule with its examples."""
     p = run_dir / "filter" / "rejected.parquet"
-    rej, rules = pl.DataFrame(), []
+    rejected, rules = 0, []
     if p.exists():
         parts = Parts(p)
         have = parts.schema_arrow.names
-        rej = read_output(p, [c for c in COUNTED if c in have])
-        shown = [c for c in (*ITEM_COLS, "reason") if c in have and c not in rej.columns]
+        counted = [c for c in COUNTED if c in have]
+        shown = [c for c in (*ITEM_COLS, "reason") if c in have and c not in counted]
 
         def text(rows: np.ndarray) -> pl.DataFrame:
             return as_frame(parts.take(rows, shown))
 
-        rules = rule_examples(rej, text=text) if rej.height else []
+        rejected = num_rows(p)
+        batches = (as_frame(b) for b in parts.iter_batches(COUNT_BATCH, counted, exact=False))
+        rules = rule_examples(batches, text=text) if rejected else []
     c = manifest.get("counts", {})
     return {
         "items_in": c.get("items_in"),
-        "rejected": rej.height,
+        "rejected": rejected,
         "flagged": c.get("flagged"),
         "examples_per_rule": EXAMPLES,
         "rules": rules,
