@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from pipeline import storage
-from pipeline.parts import read_output, scan_output
+from pipeline.parts import scan_output
 from pipeline.report import plots
 from pipeline.report.common import ITEM_COLS, member, read
 from pipeline.schema import with_change_j
@@ -36,34 +36,41 @@ def change_threshold_of(manifest: dict[str, Any]) -> float:
     return float((manifest.get("dedup_config") or {}).get("change_threshold", 0.0))
 
 
+Frame = pl.DataFrame | pl.LazyFrame  # an output's rows, or a scan of them (read as needed)
+
+
 def borderline(
-    edges: pl.DataFrame, threshold: float, n: int = BORDERLINE
+    edges: Frame, threshold: float, n: int = BORDERLINE
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(below, above): the n pairs nearest under the threshold (highest exact_j first) and the n
     pairs at or just above it (lowest exact_j first); ties by (a, b)."""
+    e = edges.lazy()
     below = (
-        edges.filter(pl.col("exact_j") < threshold)
+        e.filter(pl.col("exact_j") < threshold)
         .sort(["exact_j", "a", "b"], descending=[True, False, False])
         .head(n)
     )
-    above = edges.filter(pl.col("exact_j") >= threshold).sort(["exact_j", "a", "b"]).head(n)
-    return below, above
+    above = e.filter(pl.col("exact_j") >= threshold).sort(["exact_j", "a", "b"]).head(n)
+    return below.collect(), above.collect()
 
 
 def largest_clusters(
-    clusters: pl.DataFrame, n: int = LARGEST, members: int = MEMBERS
+    clusters: Frame, n: int = LARGEST, members: int = MEMBERS
 ) -> list[dict[str, Any]]:
     """The n largest clusters (ties: lowest cluster_id): [{cluster_id, size, component_id,
-    members: [{id, is_keeper, kind, j}]}], keeper first, then by j descending, then id."""
-    if clusters.is_empty():
-        return []
-    has_comp = "component_id" in clusters.columns
+    members: [{id, is_keeper, kind, j}]}], keeper first, then by j descending, then id.
+    Only a row per cluster, and the shown clusters' rows, are held."""
+    lf = clusters.lazy()
+    has_comp = "component_id" in lf.collect_schema().names()
     agg = [pl.col("size").first()] + ([pl.col("component_id").first()] if has_comp else [])
-    sizes = clusters.group_by("cluster_id").agg(agg)
-    top = sizes.sort(["size", "cluster_id"], descending=[True, False]).head(n)
+    sizes = lf.group_by("cluster_id").agg(agg)
+    top = sizes.sort(["size", "cluster_id"], descending=[True, False]).head(n).collect()
+    if top.is_empty():
+        return []
+    rows = lf.filter(pl.col("cluster_id").is_in(top["cluster_id"].implode())).collect()
     out = []
     for c in top.iter_rows(named=True):
-        mem = clusters.filter(pl.col("cluster_id") == c["cluster_id"]).sort(
+        mem = rows.filter(pl.col("cluster_id") == c["cluster_id"]).sort(
             ["is_keeper", "j_to_keeper", "id"], descending=[True, True, False]
         )
         out.append(
@@ -86,7 +93,7 @@ def largest_clusters(
     return out
 
 
-def roles(d: Location, clusters: pl.DataFrame, ids: set[str]) -> dict[str, dict[str, Any]]:
+def roles(d: Location, clusters: Frame, ids: set[str]) -> dict[str, dict[str, Any]]:
     """Per id: what dedup did with it. {role: keeper (kept, with duplicates removed) | kept
     (no duplicate) | removed, keeper_id, kind, j (to the keeper)}. An id with one row kept
     and an exact twin removed counts as kept."""
@@ -99,9 +106,11 @@ def roles(d: Location, clusters: pl.DataFrame, ids: set[str]) -> dict[str, dict[
         .to_list()
     )
     keepers = set(
-        clusters.filter(pl.col("id").is_in(want) & pl.col("is_keeper") & (pl.col("size") > 1))[
-            "id"
-        ].to_list()
+        clusters.lazy()
+        .filter(pl.col("id").is_in(want) & pl.col("is_keeper") & (pl.col("size") > 1))
+        .select("id")
+        .collect()["id"]
+        .to_list()
     )
     rem = (
         scan_output(d / "removed.parquet")
@@ -178,13 +187,23 @@ def _pairs(
 def dedup(run_dir: Location, manifest: dict, out: Location) -> dict[str, Any]:
     d = run_dir / "dedup"
     threshold = threshold_of(manifest)
-    clusters = read_output(d / "clusters.parquet")
-    edges = with_change_j(read_output(d / "edges.parquet"))
-    n_edges, same = edges.height, pl.col("change_j") >= change_threshold_of(manifest)
-    n_below = int((edges["exact_j"] < threshold).sum())  # whatever their change
-    other = edges.filter(~same & (pl.col("exact_j") >= threshold))
-    other_n = other.height
-    other = other.sort(["exact_j", "a", "b"], descending=[True, False, False]).head(BORDERLINE)
+    # scans: only figures, the shown pairs and clusters, and each pair's J are held
+    clusters = scan_output(d / "clusters.parquet")
+    edges = with_change_j(scan_output(d / "edges.parquet"))
+    same = pl.col("change_j") >= change_threshold_of(manifest)
+    at = pl.col("exact_j") >= threshold
+    figs = edges.select(
+        edges=pl.len(),
+        below=(~at).sum(),  # whatever their change
+        other=(~same & at).sum(),
+        at_threshold=(same & at).sum(),
+    ).collect()
+    other = (
+        edges.filter(~same & at)
+        .sort(["exact_j", "a", "b"], descending=[True, False, False])
+        .head(BORDERLINE)
+        .collect()
+    )
     edges = edges.filter(same)  # the pairs that make the same change: duplicates by J alone
     below, above = borderline(edges, threshold)
     largest = largest_clusters(clusters)
@@ -203,27 +222,35 @@ def dedup(run_dir: Location, manifest: dict, out: Location) -> dict[str, Any]:
         ]
     )
     byid = {r["id"]: r for r in pool.collect().unique("id").iter_rows(named=True)}
-    shown = clusters.filter(pl.col("id").is_in(list(wanted)))  # the pairs' items only
+    shown = (  # the pairs' items only
+        clusters.filter(pl.col("id").is_in(list(wanted))).select("id", "cluster_id").collect()
+    )
     cluster_of = dict(zip(shown["id"].to_list(), shown["cluster_id"].to_list(), strict=True))
-    has_comp = "component_id" in clusters.columns
-    sizes = clusters.group_by("cluster_id").agg(pl.col("size").first()).sort("cluster_id")
-    sizes = sizes.filter(pl.col("size") > 1)  # a keeper alone in its star removes nothing
+    has_comp = "component_id" in clusters.collect_schema().names()
+    sizes = (  # a keeper alone in its star removes nothing: no cluster
+        clusters.group_by("cluster_id")
+        .agg(pl.col("size").first())
+        .sort("cluster_id")
+        .filter(pl.col("size") > 1)
+        .collect()
+    )
     hist = sizes.group_by("size").len("clusters").sort("size")
+    components = clusters.select(pl.col("component_id").n_unique()) if has_comp else None
     r: dict[str, Any] = {
         "threshold": threshold,
         "clusters": sizes.height,
-        "components": int(clusters["component_id"].n_unique()) if has_comp else None,
+        "components": int(components.collect().item()) if components is not None else None,
         "cluster_sizes": [dict(x) for x in hist.iter_rows(named=True)],
-        "edges": n_edges,
-        "edges_at_threshold": int((edges["exact_j"] >= threshold).sum()),
-        "edges_below": n_below,
-        "edges_other_change": other_n,
+        "edges": int(figs["edges"].item()),
+        "edges_at_threshold": int(figs["at_threshold"].item()),
+        "edges_below": int(figs["below"].item()),
+        "edges_other_change": int(figs["other"].item()),
         "plots": {},
     }
     if sizes.height:
         mx = int(sizes["size"].max())  # type: ignore[arg-type]
         r["plots"]["cluster_sizes"] = plots.hist(
-            sizes["size"].to_list(),
+            sizes["size"].to_numpy(),
             out / "cluster_sizes.png",
             "dedup clusters by size",
             "items in the cluster (keeper and removed)",
@@ -232,11 +259,11 @@ def dedup(run_dir: Location, manifest: dict, out: Location) -> dict[str, Any]:
             ylabel="clusters",
             integer_x=True,
         )
-    if edges.height:
-        ej = edges["exact_j"]
+    ej = edges.select("exact_j").collect()["exact_j"]  # 8 bytes a pair
+    if ej.len():
         r["plots"]["jaccard"] = plots.jaccard(
-            ej.filter(ej >= threshold).to_list(),
-            ej.filter(ej < threshold).to_list(),
+            ej.filter(ej >= threshold).to_numpy(),
+            ej.filter(ej < threshold).to_numpy(),
             threshold,
             out / "jaccard.png",
         )

@@ -98,7 +98,10 @@ def bars(
 
 
 def jaccard(
-    verified: Sequence[float], below: Sequence[float], threshold: float, path: Location
+    verified: Sequence[float] | np.ndarray,
+    below: Sequence[float] | np.ndarray,
+    threshold: float,
+    path: Location,
 ) -> str:
     """Exact Jaccard of candidate pairs, split at the threshold."""
     fig, ax = plt.subplots(figsize=SIZE)
