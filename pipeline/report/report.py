@@ -19,7 +19,14 @@ import polars as pl
 from pipeline import storage
 from pipeline.export.split import sharing_change
 from pipeline.parts import remove, scan_output
-from pipeline.report.common import NONE, ReportFailed, export_files, relativize, shown_value
+from pipeline.report.common import (
+    NONE,
+    ReportFailed,
+    export_files,
+    relativize,
+    shown_value,
+    tally,
+)
 from pipeline.report.dedup import dedup
 from pipeline.report.filtering import filter_rules
 from pipeline.report.kept import KEPT_SAMPLE, kept_sample
@@ -103,23 +110,20 @@ def by_split(run_dir: Location, top: int = TOP) -> dict[str, list[dict[str, Any]
     """{column: [{value, train, validation, test, total}]} over the exported items: the `top`
     values by total, then "(other)"; a null or blank value is NONE."""
     files = export_files(run_dir)
-    frames = []
-    for sp, f in files.items():
-        lf = scan_output(f)
-        have = set(lf.collect_schema().names())
-        frames.append(
-            lf.select(
-                *(shown_value(c).alias(c) if c in have else pl.lit(NONE).alias(c) for c in SPLIT_BY)
-            )
-            .with_columns(split=pl.lit(sp))
-            .collect()
-        )
-    if not frames:
+    if not files:
         return {c: [] for c in SPLIT_BY}
-    df = pl.concat(frames)
     out: dict[str, list[dict[str, Any]]] = {}
     for col in SPLIT_BY:
-        wide = df.group_by(col, "split").len("n").pivot("split", index=col, values="n")
+        # each split's rows counted per raw value as they are read; only values become text
+        per = []
+        for sp, f in files.items():
+            lf = scan_output(f)
+            if col not in lf.collect_schema().names():
+                lf = lf.with_columns(pl.lit(NONE).alias(col))  # a value per row
+            per.append(tally(lf, col).with_columns(split=pl.lit(sp)))
+        df = pl.concat(per).select(shown_value(col).alias(col), "split", "items")
+        n = df.group_by(col, "split").agg(pl.col("items").sum().alias("n"))
+        wide = n.pivot("split", index=col, values="n")
         wide = wide.with_columns(
             *(
                 pl.col(sp).fill_null(0) if sp in wide.columns else pl.lit(0).alias(sp)
