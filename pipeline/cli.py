@@ -203,7 +203,8 @@ def run_all(
     executor: Annotated[str, typer.Option(help="local | ray (default: run.executor).")] = "",
 ) -> None:
     """Run every stage in order (unchanged ones are skipped), verify, write the report."""
-    from pipeline.runner import cpu_seconds, release_memory
+    from pipeline.memory import release
+    from pipeline.runner import cpu_seconds
     from pipeline.verify import verify_run
 
     startup = cpu_seconds()  # the interpreter, the imports, the arguments
@@ -212,7 +213,7 @@ def run_all(
     run = p.run(until=until, force=force, on_stage=_show)
     ran = cpu_seconds()
     problems, passed = verify_run(run.path, p.config)
-    release_memory()  # the report starts from what the stages and verify left
+    release()  # the report starts from what the stages and verify left
     if problems:
         for prob in problems:
             console.print(Text.assemble(("conservation: ", "red"), prob))

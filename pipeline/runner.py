@@ -35,6 +35,7 @@ from pipeline.errors import DataError
 from pipeline.executors import batches, elsewhere, worker_cpu_s, worker_nodes, writer
 from pipeline.executors.contract import merge
 from pipeline.jit import BEGUN, none_cached, note_compiling_ahead, uncached_kernels, warm_mark
+from pipeline.memory import peak_rss_mib, release, reset_peak_rss
 from pipeline.parts import Parts, read_schema, read_table, remove, replace_tree
 from pipeline.runs import (
     StageFailed,
@@ -200,44 +201,6 @@ def prepare(stage: Stage, cfg: Config, key: Key | None = None) -> StageRun:
 # ------------------------------------------------------------------------ running
 
 
-def release_memory() -> None:
-    """Gives what a finished stage freed back to the system before the next one: Arrow's pool
-    and glibc's free lists (one process runs every stage, and each stage's peak would
-    otherwise start from the high-water mark of those before it). No gc.collect: it costs
-    0.17 s a stage in a process holding torch, for no measured gain."""
-    import ctypes
-
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
-def reset_peak_rss() -> None:
-    """Starts the process's peak RSS (VmHWM) again from its current RSS (Linux; elsewhere a
-    no-op), so a stage's peak is its own."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_rss_mib() -> float | None:
-    """The process's peak RSS since the last reset_peak_rss, in MiB (None where unknown)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
 def cpu_seconds() -> float:
     """The process's CPU time so far, user + system, its threads' and its finished child
     processes' included (a pool's workers, a git or gzip child)."""
@@ -288,7 +251,7 @@ def run_stage(
     if (peak := peak_rss_mib()) is not None:
         extra["peak_rss_mib"] = peak
     manifest = sr.finish(counts, extra)
-    release_memory()
+    release()
     invalidate_downstream(cfg.run_dir, stage.name)  # no later output is older than this one
     from pipeline.verify import check_stage
 

@@ -37,7 +37,8 @@ from pipeline.dedup.scan import (
     rows_schema,
     scan,
 )
-from pipeline.dedup.store import SetReader, Sets, Store, release
+from pipeline.dedup.store import SetReader, Sets, Store
+from pipeline.memory import release
 
 __all__ = ["DedupResult", "find", "find_duplicates", "needed_columns", "scan_floor"]
 

@@ -28,8 +28,9 @@ from pipeline.dedup.change import change_sets
 from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import permutations
 from pipeline.dedup.shingles import signed_sets
-from pipeline.dedup.store import Store, release
+from pipeline.dedup.store import Store
 from pipeline.jit import warm_items
+from pipeline.memory import release
 from pipeline.nfc import nfc_columns
 from pipeline.parts import as_frame
 

@@ -16,39 +16,18 @@ kernel maps the pages around each touched one as well.
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 
 import numba as nb
 import numpy as np
-import pyarrow as pa
 
 from pipeline.dedup.minhash import permutations, signatures
 from pipeline.jit import use_kernel_cache
 
 use_kernel_cache()  # before the first njit(cache=True) below
-
-
-def _malloc_trim() -> Any:
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def release() -> None:
-    """Hand freed memory back to the system between phases: arrow's allocator and glibc keep
-    freed pages for reuse, which the next phase's allocations (often another allocator's)
-    never make (150-250 MB at 3M items)."""
-    pa.default_memory_pool().release_unused()
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
 
 
 GAP = 1 << 10  # spans closer than this are read in one call: fewer calls, at most 1 KB more

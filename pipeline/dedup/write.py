@@ -24,8 +24,9 @@ import pyarrow as pa
 from pipeline.config import DedupConfig
 from pipeline.dedup import index as ix
 from pipeline.dedup.find import DedupResult
-from pipeline.dedup.store import Store, release
+from pipeline.dedup.store import Store
 from pipeline.executors import reordered, writer
+from pipeline.memory import release
 from pipeline.parts import Parts
 from pipeline.reorder import SLOT, scatter
 from pipeline.storage import Location
