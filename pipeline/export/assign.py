@@ -282,7 +282,8 @@ def split_of_nodes(
         if ratios[0] + ratios[1] == 0:
             ratios = [1.0, 0.0, 0.0]
     early = np.flatnonzero(~held)
-    order = np.lexsort((roots[early], seeded[roots[early]]))
+    # by seeded key, ties by label: roots[early] ascends, so a stable sort of the keys alone
+    order = np.argsort(seeded[roots[early]], kind="stable")
     split = np.full(len(roots), 2, np.int8)
     split[early] = deal_order(size[early], order, ratios)
     by_label = np.zeros(n, np.int8)

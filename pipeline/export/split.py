@@ -102,12 +102,18 @@ def deal_order(sizes: np.ndarray, order: np.ndarray, ratios: list[float]) -> np.
     split whose share of that line holds the group's midpoint, so each boundary is off by
     at most half a group."""
     n = np.asarray(sizes, dtype=np.int64)
+    total = int(n.sum()) or 1
     laid = n[order]
-    done = np.cumsum(laid) - laid  # items laid before each group
-    mid = (done + laid / 2) / (int(n.sum()) or 1)
+    mid = laid / 2  # then + the items laid before each group, / all: in place (10M groups)
+    mid += np.cumsum(laid) - laid
+    del laid
+    mid /= total
     bounds = np.cumsum(ratios) / sum(ratios)
+    at = np.searchsorted(bounds, mid, side="right")
+    del mid
+    np.minimum(at, len(ratios) - 1, out=at)
     out = np.empty(len(n), dtype=np.int64)
-    out[order] = np.minimum(np.searchsorted(bounds, mid, side="right"), len(ratios) - 1)
+    out[order] = at
     return out
 
 
