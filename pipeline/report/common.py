@@ -72,14 +72,15 @@ def read(p: Location, columns: list[str] | None = None) -> pl.DataFrame | None:
     return read_output(p, columns) if p.exists() else None
 
 
-def tally(df: pl.DataFrame | pl.LazyFrame, col: str) -> pl.DataFrame:
+Rows = pl.DataFrame | pl.LazyFrame  # an output's rows, or a scan of them (read as needed)
+
+
+def tally(df: Rows, col: str) -> pl.DataFrame:
     """Rows per raw value of `col` (col, items); a lazy `df` is read as a stream."""
     return df.lazy().group_by(col).len("items").collect()
 
 
-def counts(
-    df: pl.DataFrame | pl.LazyFrame, col: str, top: int | None = None
-) -> list[dict[str, Any]]:
+def counts(df: Rows, col: str, top: int | None = None) -> list[dict[str, Any]]:
     """[{value, items, share}] sorted by items desc then value, a null or blank value shown as
     NONE (ranked over tally: only the distinct values are ever shown as text)."""
     return ranked(tally(df, col), col, top)

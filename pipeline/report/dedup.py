@@ -13,7 +13,7 @@ import polars as pl
 from pipeline import storage
 from pipeline.parts import scan_output
 from pipeline.report import plots
-from pipeline.report.common import ITEM_COLS, member, read
+from pipeline.report.common import ITEM_COLS, Rows, member, read
 from pipeline.schema import with_change_j
 from pipeline.storage import Location
 
@@ -36,11 +36,8 @@ def change_threshold_of(manifest: dict[str, Any]) -> float:
     return float((manifest.get("dedup_config") or {}).get("change_threshold", 0.0))
 
 
-Frame = pl.DataFrame | pl.LazyFrame  # an output's rows, or a scan of them (read as needed)
-
-
 def borderline(
-    edges: Frame, threshold: float, n: int = BORDERLINE
+    edges: Rows, threshold: float, n: int = BORDERLINE
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(below, above): the n pairs nearest under the threshold (highest exact_j first) and the n
     pairs at or just above it (lowest exact_j first); ties by (a, b)."""
@@ -55,7 +52,7 @@ def borderline(
 
 
 def largest_clusters(
-    clusters: Frame, n: int = LARGEST, members: int = MEMBERS
+    clusters: Rows, n: int = LARGEST, members: int = MEMBERS
 ) -> list[dict[str, Any]]:
     """The n largest clusters (ties: lowest cluster_id): [{cluster_id, size, component_id,
     members: [{id, is_keeper, kind, j}]}], keeper first, then by j descending, then id.
@@ -93,7 +90,7 @@ def largest_clusters(
     return out
 
 
-def roles(d: Location, clusters: Frame, ids: set[str]) -> dict[str, dict[str, Any]]:
+def roles(d: Location, clusters: Rows, ids: set[str]) -> dict[str, dict[str, Any]]:
     """Per id: what dedup did with it. {role: keeper (kept, with duplicates removed) | kept
     (no duplicate) | removed, keeper_id, kind, j (to the keeper)}. An id with one row kept
     and an exact twin removed counts as kept."""

@@ -14,7 +14,7 @@ import polars as pl
 
 from pipeline.config import SHAPE_SCOPES
 from pipeline.parts import scan_output
-from pipeline.report.common import ITEM_COLS, counts, id_ranges, member, pct, shown_value
+from pipeline.report.common import ITEM_COLS, Rows, counts, id_ranges, member, pct, shown_value
 from pipeline.runs import committed, read_manifest
 from pipeline.storage import Location
 
@@ -33,7 +33,7 @@ def shapes_file(run_dir: Location) -> Location:
 
 # shapes.parquet's rows (SHAPE_COLS): read by scope where they are used (4 rows an item;
 # one scope's at a time in memory), or a frame given whole (tests)
-Shapes = pl.DataFrame | pl.LazyFrame
+Shapes = Rows
 
 
 def read_shapes(run_dir: Location) -> pl.LazyFrame | None:
@@ -213,13 +213,8 @@ def stage_order(run_dir: Location, batch: int, window: int | None = None) -> dic
     return info
 
 
-# kept items (id, language, repo, author_is_bot), or the stage's order (id, batch_order):
-# scans in the report, frames in tests
-Items = pl.DataFrame | pl.LazyFrame
-
-
 def _per_item(
-    shp: Shapes, items: Items, scope: str, order: Items | None
+    shp: Shapes, items: Rows, scope: str, order: Rows | None
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Every kept item in id order (language and repo as shown, categorical; author_is_bot;
     group_id at `scope`, null where the item is in no group), and, given the shapes stage's
@@ -255,7 +250,7 @@ def _per_item(
 
 def sampling(
     shp: Shapes | None,
-    items: Items,
+    items: Rows,
     scope: str = "repo",
     batch: int = 16,
     seed: int = 0,
