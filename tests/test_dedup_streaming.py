@@ -29,6 +29,7 @@ SMALL = {  # every loop over rows, pairs or bytes runs many times on a small cor
     (ix, "VERIFY_CHUNK"): 3,
     (reorder, "READ_ROWS"): 11,
     (store, "GAP"): 0,
+    (store, "ID_BATCH"): 4,
 }
 
 
@@ -153,6 +154,19 @@ def test_the_store_reads_back_what_was_appended(tmp_path):
     keys = np.concatenate([band_keys(g, np.arange(len(g)), 0, 4, 4) for g in sigs], axis=1)
     assert np.array_equal(s.band_keys(rows)(2), keys[2][rows])
     assert np.array_equal(s.counts(), [len(x) for x in sets])
+
+
+def test_the_store_gives_ids_by_position_in_the_order_asked(tmp_path, monkeypatch):
+    import polars as pl
+
+    monkeypatch.setattr(store, "ID_BATCH", 3)  # ids in four record batches
+    s = store.Store(tmp_path / "w", 16, 1, 4, 4)
+    ids = [f"id-{k:02d}" for k in range(10)]
+    s.put_ids(pl.Series("id", ids))
+    pos = np.array([9, 0, 4, 4, 2, 3, 8, 0])
+    assert s.ids(pos).to_list() == [ids[k] for k in pos]
+    assert s.ids(np.empty(0, np.int64)).to_list() == []
+    assert s.ids(np.arange(10)).to_list() == ids
 
 
 def test_an_incremental_run_matches_the_same_in_small_chunks(tmp_path, monkeypatch):

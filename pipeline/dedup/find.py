@@ -31,6 +31,7 @@ from pipeline.dedup.scan import (
     collect,
     content_hash,
     exact_groups,
+    frame_reader,
     needed_columns,
     rank_columns,
     rank_order,
@@ -59,7 +60,7 @@ class Placement:
     run: RunConfig | None = None  # verification's chunks go through its executor (None: here)
     # (band, keys_of, idx, d) -> (candidates, the pairs left elsewhere or None)
     candidates: Callable[..., tuple[lsh.Candidates, Any]] = _band_here
-    # (elsewhere, sets, rows, d, order, extra, rep_ids) -> Graph: those pairs, where they lie
+    # (elsewhere, sets, rows, d, order, extra, ids_of) -> Graph: those pairs, where they lie
     graph: Callable[..., Graph] | None = None
     # (sets, store rows or None for all) -> what verification's tasks read those rows from
     sets: Callable[[Sets, np.ndarray | None], SetReader] = _read_here
@@ -100,14 +101,15 @@ class Claims:
 
 
 def _claims(
-    index: Index, w: pl.DataFrame, reps: pl.DataFrame, query: Query, d: DedupConfig
+    index: Index, w: pl.DataFrame, reps: pl.DataFrame, query: Query, d: DedupConfig, store: Store
 ) -> Claims:
     """Which indexed item claims each representative: one whose exact group holds an indexed
     id, else the closest verified near duplicate (highest J, then the first index row)."""
     m = match_query(index, query, d)
     row, j = best(m, reps.height)
     by_id = (
-        w.select("_rep", "id")
+        w.select("_rep")
+        .with_columns(id=store.ids(np.arange(w.height)))
         .join(pl.DataFrame({"id": index.ids, "_r": np.arange(len(index))}), on="id")
         .group_by("_rep")
         .agg(pl.col("_r").min())
@@ -154,21 +156,29 @@ def find(
     by_group = rank_order(w, d, first=group)  # w is in position order
     starts = np.ones(n, dtype=bool)
     starts[1:] = group[by_group[1:]] != group[by_group[:-1]]
-    reps = w[np.sort(by_group[starts])]
+    rep_at = np.sort(by_group[starts])  # the representatives' positions
     del by_group, starts
-    nrep = reps.height
+    nrep = len(rep_at)
     rep_index = np.full(n, -1, dtype=np.int64)
-    rep_index[reps["_group"].to_numpy()] = np.arange(nrep)
+    rep_index[group[rep_at]] = np.arange(nrep)
     row_rep = rep_index[group]  # per position: its representative
     del group, rep_index
-    # what the rows need from here on (the representatives keep the rest)
-    w = w.select("id", "_row", "_pos", *rank_cols[:-1]).with_columns(_rep=pl.Series(row_rep))
+    blank = w["_blank"].to_numpy()[rep_at]
+    reps = w.select("_row", *rank_cols, *(("_h0", "_h1") if index is not None else ()))[rep_at]
+    del rep_at
+    # what the rows need from here on (the representatives keep the rest; a row's position
+    # is its row number in w)
+    w = w.select("_row", *rank_cols[:-1]).with_columns(_rep=pl.Series(row_rep))
     del row_rep
     rep_row = reps["_row"].to_numpy().astype(np.int64)
     nshingles = np.diff(store.offsets)[rep_row]
-    eligible = np.flatnonzero((nshingles > 0) & ~reps["_blank"].to_numpy())
-    del nshingles
-    reps = reps.select("id", "_row", *rank_cols, *(("_h0", "_h1") if index is not None else ()))
+    eligible = np.flatnonzero((nshingles > 0) & ~blank)
+    del nshingles, blank
+    rep_pos = reps["_pos"].to_numpy()
+
+    def ids_of(nodes: np.ndarray) -> pl.Series:  # the ids of representatives, from the store
+        return store.ids(rep_pos[nodes])
+
     query = Query(
         eligible,
         store.band_keys(rep_row[eligible]),
@@ -176,7 +186,7 @@ def find(
         lambda items: store.shingles(rep_row[items]),
         (lambda items: store.changes(rep_row[items])) if store.has_change else None,
     )
-    claims = _claims(index, w, reps, query, d) if index is not None else None
+    claims = _claims(index, w, reps, query, d, store) if index is not None else None
 
     band = partial(
         lsh.banded,
@@ -192,7 +202,10 @@ def find(
         max_bucket=d.max_bucket,
     )
     cand, elsewhere = where.candidates(band, query.keys, eligible, d)
+    no_shingles = nrep - len(eligible)
+    del band, query, eligible
     order = rank_order(reps, d).astype(np.int64)
+    del reps  # (its rows and positions stay, as arrays)
     inodes = np.empty(0, np.int64)  # index rows that claim a representative: nodes nrep+k
     extra = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if claims is not None:  # ranked first, each joined only to the representatives it claims
@@ -200,19 +213,20 @@ def find(
         inodes, local = np.unique(claims.row[at], return_inverse=True)
         extra = (at.astype(np.int64), nrep + local.reshape(-1).astype(np.int64), claims.j[at])
         order = np.concatenate([nrep + np.arange(len(inodes)), order])
-    rep_ids = reps["id"]
     if elsewhere is not None and where.graph is not None:  # past d.driver_edges pairs
-        g = where.graph(
-            elsewhere, where.sets(store.sets(), None), rep_row, d, order, extra, rep_ids
-        )
+        g = where.graph(elsewhere, where.sets(store.sets(), None), rep_row, d, order, extra, ids_of)
     else:
-        g = _graph(store, rep_row, cand, d, order, extra, rep_ids, where)
+        g = _graph(store, rep_row, cand, d, order, extra, ids_of, where)
     keeper_rep, j_rep, comp_rep = g.keeper, g.j, g.comp
+    del order, extra
     release()
     removed, clusters, multi, comp_count, kept_rows = _frames(
-        w, reps, claims, index, inodes, (keeper_rep, j_rep, comp_rep), d
+        w, (rep_row, rep_pos), claims, index, inodes, (keeper_rep, j_rep, comp_rep), d, store
     )
-    samples = [[rep_ids[int(i)] for i in row if i >= 0] for row in cand.big_sample]
+    shown = [row[row >= 0] for row in cand.big_sample]
+    names = ids_of(np.concatenate(shown)).to_list() if shown else []
+    ends = np.cumsum([len(row) for row in shown], dtype=np.int64)
+    samples = [names[e - len(row) : e] for row, e in zip(shown, ends, strict=True)]
     oversized = pl.DataFrame(
         {
             "band": cand.big_band,
@@ -243,7 +257,7 @@ def find(
         "removed_same_content": int(by_kind.get("same_content", 0)),
         "removed_near": int(by_kind.get("near", 0)),
         "exact_groups": nrep,
-        "no_shingles": int(nrep - len(eligible)),
+        "no_shingles": int(no_shingles),
         "clusters": int(multi.filter(pl.col("_size") > 1)["cluster_id"].n_unique()),
         "components": comp_count,
         **g.counts,
@@ -269,7 +283,7 @@ def _graph(
     d: DedupConfig,
     order: np.ndarray,
     extra: tuple[np.ndarray, np.ndarray, np.ndarray],
-    rep_ids: pl.Series,
+    ids_of: Callable[[np.ndarray], pl.Series],
     where: Placement,
 ) -> Graph:
     """ray_pairs.graph on the driver: the candidates verified (on the run's executor),
@@ -278,10 +292,12 @@ def _graph(
     exact_j, est_j, change_j = verify(sets, rows, cand.a, cand.b, where.run)
     del sets
     keep_edge = exact_j >= min(d.edge_floor, d.threshold)
+    ends = ids_of(np.concatenate([cand.a[keep_edge], cand.b[keep_edge]]))
+    m = int(keep_edge.sum())
     edges = pa.table(
         {
-            "a": rep_ids.gather(cand.a[keep_edge]).to_arrow(),
-            "b": rep_ids.gather(cand.b[keep_edge]).to_arrow(),
+            "a": ends.slice(0, m).to_arrow(),
+            "b": ends.slice(m).to_arrow(),
             "est_j": est_j[keep_edge],
             "exact_j": exact_j[keep_edge],
             "change_j": change_j[keep_edge],
@@ -304,17 +320,20 @@ def _graph(
 
 def _frames(
     w: pl.DataFrame,
-    reps: pl.DataFrame,
+    reps: tuple[np.ndarray, np.ndarray],
     claims: Claims | None,
     index: Index | None,
     inodes: np.ndarray,
     stars: tuple[np.ndarray, np.ndarray, np.ndarray],
     d: DedupConfig,
+    store: Store,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int, np.ndarray]:
     """(removed, clusters, the rows in a cluster, components, kept rows) from the stars of
-    the representatives, spread to every row through its representative."""
+    the representatives, spread to every row through its representative; the ids of the
+    rows in a cluster and of their representatives read from `store`."""
     keeper_rep, j_rep, comp_rep = stars
-    nrep = reps.height
+    rep_row, rep_pos = reps  # each representative's input row and position
+    nrep = len(rep_row)
     row_rep = w["_rep"].to_numpy()
     cl = keeper_rep[row_rep]
     comp = comp_rep[row_rep]
@@ -324,6 +343,8 @@ def _frames(
     at = np.flatnonzero((np.bincount(comp)[comp] > 1) | (cl >= nrep))
     mcl = cl[at]
     multi = w[at].with_columns(
+        _pos=pl.Series(at, dtype=pl.Int64),
+        id=store.ids(at),
         _cluster=pl.Series(mcl, dtype=pl.Int64),
         _component=pl.Series(comp[at], dtype=pl.Int64),
         _j=pl.Series(j_rep[row_rep[at]], dtype=pl.Float64),
@@ -331,7 +352,7 @@ def _frames(
         _size=pl.Series(np.bincount(cl)[mcl]),
     )
     del cl, comp
-    multi = multi[rank_order(multi, d, first=mcl)]
+    multi = multi[rank_order(multi, d, first=mcl)].drop(rank_columns(d)[0][:-1])
     mc, mrep = multi["_cluster"].to_numpy(), multi["_rep"].to_numpy()
     by_index = mc >= nrep
     ikeep: pl.Series | pl.Expr = pl.lit(None, dtype=pl.String).alias("_ikeep")
@@ -347,7 +368,7 @@ def _frames(
         .then(pl.col("_ikeep"))
         .otherwise(pl.col("id").first().over("_cluster")),
         _comp_pos=pl.col("_pos").min().over("_component"),
-        _rep_id=reps["id"].gather(mrep),
+        _rep_id=store.ids(rep_pos[mrep]),
     )
     multi = multi.with_columns(
         j_to_keeper=pl.when(pl.col("_rep") == pl.col("_cluster")).then(1.0).otherwise("_j"),
@@ -391,11 +412,12 @@ def _frames(
     gone = np.zeros(w.height, dtype=bool)
     gone[removed["_row"].to_numpy()] = True
     rows = w["_row"].to_numpy()  # in (id, source, source_ref) order: the output order
-    kept = ~gone[rows]
-    kept_rows = rows[kept]
+    kept_rows = rows[~gone[rows]]
     # A kept row is its exact group's representative (the best-ranked row of its star), so
-    # its own signature is the one the index needs.
-    assert np.array_equal(reps["_row"].to_numpy()[row_rep[kept]], kept_rows)
+    # its own signature is the one the index needs; and each group keeps one row.
+    is_rep = np.zeros(w.height, dtype=bool)
+    is_rep[rep_row] = True
+    assert is_rep[kept_rows].all() and len(kept_rows) == nrep - int((gone & is_rep).sum())
     return removed, clusters, multi, comp_num.height, kept_rows
 
 
@@ -421,15 +443,15 @@ def warm(cfg: Config) -> None:
     schema = rows_schema(d)
     rows = pl.DataFrame(
         {c: [0] * len(sets) for c in schema if c.startswith("_rank")}
-        | {"id": [f"{k:024x}" for k in range(len(sets))], "_blank": [False] * len(sets)}
-        | {"_h0": h, "_h1": h},
+        | {"_blank": [False] * len(sets), "_h0": h, "_h1": h},
         schema=schema,
     )
-    ties = pl.DataFrame({"source": ["warm"] * len(sets), "source_ref": list("abcdef")})
+    ids = [f"{k:024x}" for k in range(len(sets))]
+    given = pl.DataFrame({"id": ids, "source": ["warm"] * len(sets), "source_ref": ids})
     with tempfile.TemporaryDirectory(prefix="dedup-warm-") as tmp:
         store = Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
         keyed = collect([({"rows": rows, "sets": pa.table(table)}, len(sets))], d, store)
-        res = find(exact_groups(keyed, d, lambda r: ties[r]), store, d)
+        res = find(exact_groups(keyed, d, frame_reader(given), store), store, d)
         store.sig(res.kept_rows)
         for _ in res.edge_tables():
             pass
@@ -448,9 +470,8 @@ def find_duplicates(
     with tempfile.TemporaryDirectory(prefix="dedup-", dir=work) as tmp:
         store = Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
         batches = (df.slice(s, d.batch_size) for s in range(0, df.height, d.batch_size))
-        ties = df.select("source", "source_ref")
         keys = scan(batches, d, store, advance)  # (df is the caller's: nothing to free early)
-        res = find(exact_groups(keys, d, lambda rows: ties[rows]), store, d, index)
+        res = find(exact_groups(keys, d, frame_reader(df), store), store, d, index)
         res.kept_sig = store.sig(res.kept_rows)
         res.kept_shingles = store.counts()[res.kept_rows]
         res.edges = pl.DataFrame(pa.concat_tables(res.edge_tables()).cast(EDGE_SCHEMA))

@@ -105,7 +105,7 @@ def graph(
     d: DedupConfig,
     order: np.ndarray,
     extra: tuple[np.ndarray, np.ndarray, np.ndarray],
-    rep_ids: pl.Series,
+    ids_of: Callable[[np.ndarray], pl.Series],
 ) -> Graph:
     """Verification, stars and components of on.pairs on Ray (steps 3-5 of the module
     docstring). `rows`: the store row of each item; `order`: the nodes best-ranked first;
@@ -140,7 +140,7 @@ def graph(
         by_keepers = near.map_batches(partial(_kept, ref=ray.put(keeper)), batch_format="numpy")
         kept_pairs = total(by_keepers, "kept")
     counts["kept_pairs_above_threshold"] = kept_pairs
-    return Graph(keeper, jk, comp, counts, _edge_tables(kept, counts["edges"], rep_ids))
+    return Graph(keeper, jk, comp, counts, _edge_tables(kept, counts["edges"], ids_of))
 
 
 def _verify(t: pa.Table, refs: tuple[Any, Any]) -> pa.Table:
@@ -186,16 +186,19 @@ def _kept(batch: dict[str, np.ndarray], ref: Any) -> dict[str, np.ndarray]:
     return {"kept": np.array([int(((keeper[a] == a) & (keeper[b] == b)).sum())])}
 
 
-def _edge_tables(kept: Any, n: int, rep_ids: pl.Series) -> Iterator[pa.Table]:
+def _edge_tables(
+    kept: Any, n: int, ids_of: Callable[[np.ndarray], pl.Series]
+) -> Iterator[pa.Table]:
     """edges.parquet's rows in (a, b) order: sorted on Ray, a block at a time here."""
     if not n:  # (Ray cannot sort a dataset without rows)
         return
     for t in kept.sort("p").iter_batches(batch_format="numpy", batch_size=None):
         p = t["p"]
+        ends = ids_of(np.concatenate([p >> np.uint64(32), p & LOW]).astype(np.int64))
         yield pa.table(
             {
-                "a": rep_ids.gather((p >> np.uint64(32)).astype(np.int64)).to_arrow(),
-                "b": rep_ids.gather((p & LOW).astype(np.int64)).to_arrow(),
+                "a": ends.slice(0, len(p)).to_arrow(),
+                "b": ends.slice(len(p)).to_arrow(),
                 "est_j": t["est"],
                 "exact_j": t["exact"],
                 "change_j": t["change"],

@@ -1,9 +1,10 @@
 """Dedup's pass over its input, batch by batch, and the exact groups it gives.
 
-Per row only small columns stay in memory: the id (every output names items by it), the
-values the keeper rank sorts by, whether the row is blank, and a 128-bit hash of its
-shingled text in NFC (rows with equal hashes have the same content: exact duplicates need no
-text; an edit and its NFD twin are exact duplicates).
+Per row only small columns stay in memory: the values the keeper rank sorts by, whether the
+row is blank, and a 128-bit hash of its shingled text in NFC (rows with equal hashes have the
+same content: exact duplicates need no text; an edit and its NFD twin are exact duplicates).
+Not the id: exact_groups reads the ids again to sort them, and keeps them on disk in that
+order (the outputs name the few items they need by id).
 Shingle sets and band keys go to the working files (store.py) as each batch is done, so the
 text of only one batch is ever held.
 
@@ -44,6 +45,12 @@ def needed_columns(d: DedupConfig) -> list[str]:
     return list(dict.fromkeys(["id", "source", "source_ref", *d.fields, *rank]))
 
 
+def scanned_columns(d: DedupConfig) -> list[str]:
+    """The input columns scan_batch reads: needed_columns less those only exact_groups reads
+    again (the id and its tie-break)."""
+    return [c for c in needed_columns(d) if c not in C.TIE_BREAK]
+
+
 def rank_columns(d: DedupConfig) -> tuple[list[str], list[bool]]:
     """The columns rows are ranked by (best first) and which sort descending: one per keeper
     key, then `_pos` for the (id, source, source_ref) tie-break."""
@@ -59,8 +66,11 @@ def rank_order(frame: pl.DataFrame, d: DedupConfig, first: np.ndarray | None = N
     keys = []  # np.lexsort: the last key is the primary one
     for c, down in zip(reversed(cols), reversed(desc), strict=True):
         s = frame[c]
-        v = s.cast(pl.Int64).fill_null(0).to_numpy()
-        keys.append(-v if down else v)
+        if s.dtype.is_integer() and not s.null_count():
+            v = s.to_numpy()  # (no copy)
+        else:  # a date, or with nulls
+            v = s.cast(pl.Int64).fill_null(0).to_numpy()
+        keys.append(~v if down else v)  # ~v = -v - 1: the order reversed, and no overflow
         if s.null_count():
             keys.append(s.is_null().to_numpy())  # nulls last, whichever the direction
     if first is not None:
@@ -85,7 +95,7 @@ def scan_context(d: DedupConfig) -> tuple[DedupConfig, np.ndarray, np.ndarray]:
 
 def scan_batch(batch: pa.RecordBatch | pa.Table, ctx: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-item work of dedup on one input batch, a pure function any executor runs:
-    `rows` (id, the keeper rank's values `_rank{k}`, `_blank`, `_h0`, `_h1`) and `sets` (each
+    `rows` (the keeper rank's values `_rank{k}`, `_blank`, `_h0`, `_h1`) and `sets` (each
     row's sorted shingle set and its band keys, made with its MinHash signature in one pass,
     and, when d.checks_change, its change set)."""
     d, a, b = ctx
@@ -101,7 +111,7 @@ def scan_batch(batch: pa.RecordBatch | pa.Table, ctx: Any) -> tuple[dict[str, An
     df = pl.DataFrame(pl.from_arrow(batch))
     # NFC (pipeline/nfc.py): an edit and its NFD twin hash and shingle alike
     text = nfc_columns(df.select(pl.col(f).fill_null("") for f in fields), fields)
-    small = df.select("id", *ranks).with_columns(text.select(blank).to_series())
+    small = df.select(*ranks, text.select(blank).to_series())  # (ids: read again, exact_groups)
     del df
     sh, ch, keys = _Csr(), _Csr(), []
     for s in range(0, text.height, SUB_BATCH):
@@ -127,8 +137,7 @@ def warm(cfg: Config) -> None:
     """Compiles the shingle and change kernels: scan_batch over jit.warm_items, as the stage
     reads its input (find.warm compiles the rest of the stage's, at the same time)."""
     items = warm_items()
-    cols = [c for c in needed_columns(cfg.dedup) if c not in ("source", "source_ref")]
-    scan_batch(items.select(cols), scan_context(cfg.dedup))
+    scan_batch(items.select(scanned_columns(cfg.dedup)), scan_context(cfg.dedup))
 
 
 class _Csr:
@@ -171,7 +180,7 @@ def collect(
     release()
     if not frames:
         return pl.DataFrame(schema=rows_schema(d))
-    return pl.concat(frames, rechunk=True)
+    return pl.concat(frames, rechunk=False)  # (exact_groups gathers it a column at a time)
 
 
 def unpack(
@@ -200,11 +209,7 @@ def held_schemas(d: DedupConfig) -> dict[str, pa.Schema]:
 def rows_schema(d: DedupConfig) -> dict[str, pl.DataType]:
     """The columns of scan_batch's `rows`, and their types."""
     ranks: dict[str, pl.DataType] = {f"_rank{i}": pl.Int32() for i in range(len(d.keeper))}
-    return (
-        {"id": pl.String()}
-        | ranks
-        | {"_blank": pl.Boolean(), "_h0": pl.UInt64(), "_h1": pl.UInt64()}
-    )
+    return ranks | {"_blank": pl.Boolean(), "_h0": pl.UInt64(), "_h1": pl.UInt64()}
 
 
 def _csr(sets: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -231,53 +236,78 @@ def scan(
     return collect((run(b) for b in batches), d, store, advance)
 
 
-def _runs(change: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Per item: the first of its run, where `order` lists the items so that each run (a new
-    run wherever `change` is set, change[0] set) is consecutive, smallest first."""
-    first = order[np.flatnonzero(change)]
-    out = np.empty(len(order), dtype=np.int64)
-    out[order] = first[np.cumsum(change) - 1]
-    return out
+Reader = Callable[[list[str], np.ndarray | None], pl.DataFrame]  # exact_groups' `read`
+
+
+def frame_reader(df: pl.DataFrame) -> Reader:
+    """exact_groups' `read` over the rows of an in-memory frame."""
+    return lambda columns, rows: df.select(columns) if rows is None else df.select(columns)[rows]
 
 
 def exact_groups(
-    keys: pl.DataFrame, d: DedupConfig, ties: Callable[[np.ndarray], pl.DataFrame]
+    keys: pl.DataFrame,
+    d: DedupConfig,
+    read: Reader,
+    store: Store,
 ) -> pl.DataFrame:
     """keys (from scan) in (id, source, source_ref) order: `_row` (input row), `_pos`, `_group`
     (the smallest position of its exact group: rows sharing an id, or the content of a
-    non-blank row), id, the `_rank*` columns, `_blank`, `_h0`, `_h1`.
+    non-blank row), the `_rank*` columns, `_blank`, `_h0`, `_h1`. The ids, in that order,
+    go to `store` (Store.ids reads them by position): no later step holds them all.
 
-    `ties(rows)` reads source and source_ref of the given rows (sorted): only rows whose id
-    is not unique need them, so they are read again for those rows instead of kept."""
+    `read(columns, rows)` reads input columns of the given rows (sorted; None: all rows, in
+    input order): the ids, and source and source_ref of only the rows whose id is not
+    unique (the tie-break) are read again here instead of held since the scan."""
     n = keys.height
-    row_of_pos = keys.select(pl.arg_sort_by("id", maintain_order=True)).to_series().to_numpy()
-    row_of_pos = row_of_pos.astype(np.int64)
-    w = keys[row_of_pos]
-    same_id = w.select(pl.col("id") == pl.col("id").shift(1)).to_series().fill_null(False)
-    same = same_id.to_numpy()
+    ids = read(["id"], None)["id"]
+    if len(ids) != n:
+        raise AssertionError(f"dedup: {len(ids)} ids for {n} scanned rows")
+    by_id = ids.to_frame().select(pl.arg_sort_by("id", maintain_order=True)).to_series()
+    row_of_pos = by_id.to_numpy().astype(np.int64)
+    del by_id
+    ids = ids.gather(row_of_pos)  # (the input order's copy dropped)
+    same = np.zeros(n, dtype=bool)  # the id of the position before
+    if n:
+        same[1:] = (ids.slice(1) == ids.slice(0, n - 1)).to_numpy()
     if same.any():  # rows sharing an id: by source, source_ref, then input row
         dup = np.flatnonzero(same | np.append(same[1:], False))
-        rows = np.sort(row_of_pos[dup])
+        by_row = np.argsort(row_of_pos[dup], kind="stable")
+        rows = row_of_pos[dup][by_row]
         t = (
-            ties(rows)
+            read(["source", "source_ref"], rows)
             .select("source", "source_ref")
-            .with_columns(id=keys["id"].gather(rows), _row=pl.Series(rows))
+            .with_columns(id=ids.gather(dup[by_row]), _row=pl.Series(rows))
         )
         row_of_pos[dup] = t.sort(C.TIE_BREAK, maintain_order=True)["_row"].to_numpy()
-        w = keys[row_of_pos]
+    store.put_ids(ids)  # (equal ids only swapped places: the same id at each position)
+    del ids
+    # column by column, each dropped from keys as it is gathered: one copy at a time
+    w = pl.DataFrame([keys.drop_in_place(c).gather(row_of_pos) for c in list(keys.columns)])
     del keys
+    # Exact groups: components of an edge from each row to the row before it in id order
+    # when their ids are equal, and in content order when their contents are (equal content
+    # is blank or not alike, and a blank row matches only its own id). Only duplicates make
+    # edges: a few arrays of their size, not of every row's.
+    h0 = w["_h0"].to_numpy()
+    by_content = np.lexsort((w["_h1"].to_numpy(), h0))  # stable: positions ascend in a run
+    h = h0[by_content]
+    alike = h[1:] == h[:-1]
+    h = w["_h1"].to_numpy()[by_content]
+    alike &= h[1:] == h[:-1]
+    del h
+    alike &= ~w["_blank"].to_numpy()[by_content[1:]]
+    at = np.flatnonzero(alike)
+    content = (by_content[at + 1], by_content[at])
+    del by_content, alike, at
+    twin = np.flatnonzero(same)
+    a, b = np.concatenate([twin, content[0]]), np.concatenate([twin - 1, content[1]])
+    group = C.components(n, a, b)  # the smallest position of each group
     pos = np.arange(n, dtype=np.int64)
-    id_first = _runs(~same, pos)
-    h0, h1 = w["_h0"].to_numpy(), w["_h1"].to_numpy()
-    by_content = np.lexsort((h1, h0))  # stable: positions ascending within equal content
-    h0, h1 = h0[by_content], h1[by_content]
-    change = np.ones(n, dtype=bool)
-    change[1:] = (h0[1:] != h0[:-1]) | (h1[1:] != h1[:-1])
-    content_first = np.where(w["_blank"].to_numpy(), pos, _runs(change, by_content))
-    group = C.components(n, np.concatenate([pos, pos]), np.concatenate([id_first, content_first]))
-    ids = {
-        f"_rank{i}": pl.Series(id_first) for i, k in enumerate(d.keeper) if k.lstrip("-") == "id"
+    first = {  # the first position of each row's id
+        f"_rank{i}": pl.Series(np.maximum.accumulate(np.where(same, 0, pos)))
+        for i, k in enumerate(d.keeper)
+        if k.lstrip("-") == "id"
     }
     return w.with_columns(
-        _row=pl.Series(row_of_pos), _pos=pl.Series(pos), _group=pl.Series(group), **ids
+        _row=pl.Series(row_of_pos), _pos=pl.Series(pos), _group=pl.Series(group), **first
     )

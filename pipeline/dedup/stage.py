@@ -24,8 +24,9 @@
 Rows are processed in (id, source, source_ref) order and every output is sorted by a stable
 key, so shuffling the input changes no output byte.
 
-Memory is bounded by what must be resident per item (id, rank values, a content hash, group
-and cluster numbers; 3.5 GB peak at 10M items), not by the text or the signatures: the input
+Memory is bounded by what must be resident per item (rank values, a content hash, input row,
+group and cluster numbers: the ids wait on disk in position order, store.py; 2.2 GB peak at
+10M items on Ray), not by the text or the signatures: the input
 is read a batch at a time (scan.py), shingle sets and band keys go to working files in the
 stage folder (store.py), bands are grouped one at a time and candidates verified a chunk at
 a time (find.py), and the outputs are gathered in output order through a scatter of the
@@ -37,8 +38,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 from contextlib import ExitStack
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 from rich.table import Table
@@ -56,11 +59,18 @@ from pipeline.dedup.find import (
 )
 from pipeline.dedup.lsh import p_candidate
 from pipeline.dedup.pairs import EDGE_SCHEMA
-from pipeline.dedup.scan import collect, exact_groups, held_schemas, scan_batch, scan_context
+from pipeline.dedup.scan import (
+    collect,
+    exact_groups,
+    held_schemas,
+    scan_batch,
+    scan_context,
+    scanned_columns,
+)
 from pipeline.dedup.store import Store
 from pipeline.dedup.write import write_rows
 from pipeline.executors import batches
-from pipeline.parts import Writer
+from pipeline.parts import Parts, Writer
 from pipeline.runs import read_manifest
 
 if TYPE_CHECKING:
@@ -93,6 +103,7 @@ OVERSIZED_SCHEMA = pa.schema(
         ("sample_ids", pa.list_(pa.string())),
     ]
 )
+READ_ROWS = 1 << 20  # input rows read at once when exact_groups reads a column whole
 REMOVED_EXTRA = [("keeper_id", pa.string()), ("j", pa.float64()), ("kind", pa.string())]
 
 
@@ -135,13 +146,19 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
     return "", {f"against:{e}": index_fingerprint(cfg, e) for e in cfg.dedup.against}
 
 
+def read_columns(pf: Parts, columns: list[str], rows: np.ndarray | None) -> pl.DataFrame:
+    """`columns` of the input's `rows` (None: every row, a batch at a time), for exact_groups."""
+    if rows is not None:
+        return pl.DataFrame(pf.take(rows, columns))
+    frames = [pl.DataFrame(b) for b in pf.iter_batches(READ_ROWS, columns, exact=False)]
+    return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=columns)
+
+
 def placement(cfg: Config) -> Placement:
     """Where find bands, verifies and clusters: run.executor's choice."""
     if cfg.run.executor == "ray":  # the buckets by a hash shuffle, the pairs left on Ray,
-        from functools import partial  # the sets read from the object store
-
         from pipeline.dedup.ray_pairs import candidates, graph
-        from pipeline.dedup.ray_sets import hold
+        from pipeline.dedup.ray_sets import hold  # the sets read from the object store
 
         return Placement(
             cfg.run, partial(candidates, run=cfg.run), graph, partial(hold, run=cfg.run)
@@ -153,9 +170,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
     d = cfg.dedup
     src = io.input(io.source)
     pf = io.parts(io.source)
-    # source and source_ref only order rows sharing an id: read again for those (scan.py)
-    columns = [c for c in needed_columns(d) if c in pf.schema_arrow.names]
-    columns = [c for c in columns if c not in ("source", "source_ref")]
+    # the id and its tie-break are read again by exact_groups (scan.py)
+    columns = [c for c in scanned_columns(d) if c in pf.schema_arrow.names]
     index = ix.load([cfg.resolve(e) for e in d.against], d) if d.against else None
     # Shingle sets, band keys and the scattered outputs live here (store.py, write.py): on
     # a local disk, removed whatever happens.
@@ -183,7 +199,8 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                         advance=lambda k: bar.advance(task, k),
                     ),
                     d,
-                    lambda rows: pl.DataFrame(pf.take(rows, ["source", "source_ref"])),
+                    partial(read_columns, pf),
+                    store,
                 ),
                 store,
                 d,
@@ -192,11 +209,11 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
             )
         store.drop(*store.names()[1:])  # the band keys: only the shingle sets are read on
         write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA, d.writes_index)
-    with ExitStack() as stack:  # a block at a time when they come from Ray
-        edges = Writer(io.sink, {"edges.parquet": EDGE_SCHEMA}, cfg.run.part_rows, stack)
-        for t in res.edge_tables():
-            edges.add({"edges.parquet": t})
-        edges.close()
+        with ExitStack() as stack:  # a block at a time from Ray, named by the store's ids
+            edges = Writer(io.sink, {"edges.parquet": EDGE_SCHEMA}, cfg.run.part_rows, stack)
+            for t in res.edge_tables():
+                edges.add({"edges.parquet": t})
+            edges.close()
     for name, frame, schema in (
         ("clusters.parquet", res.clusters, CLUSTER_SCHEMA),
         ("oversized_buckets.parquet", res.oversized, OVERSIZED_SCHEMA),

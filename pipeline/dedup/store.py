@@ -6,6 +6,8 @@ the stage writes what it needs later batch by batch and reads back only what a s
     shingles.u32     every row's sorted shingle set back to back (offsets stay in memory)
     change.u32       every row's change set likewise (when dedup.change_threshold is on)
     band-BBB.u64     uint64[N]: band B's LSH key of every row (a band is read whole)
+    ids.arrow        every row's id in (id, source, source_ref) order, ID_BATCH to a record
+                     batch: the outputs name items by id, and only a few are named
 
 Signatures are not stored: the few a step needs (candidate pairs, big buckets, the kept
 rows' for the index) are recomputed from the shingle sets, which costs less than writing
@@ -23,6 +25,8 @@ from typing import BinaryIO, Protocol
 
 import numba as nb
 import numpy as np
+import polars as pl
+import pyarrow as pa
 
 from pipeline.dedup.minhash import permutations, signatures
 from pipeline.jit import use_kernel_cache
@@ -30,6 +34,7 @@ from pipeline.jit import use_kernel_cache
 use_kernel_cache()  # before the first njit(cache=True) below
 
 
+ID_BATCH = 1 << 20  # ids to a record batch of ids.arrow: a lookup reads the batches it needs
 GAP = 1 << 10  # spans closer than this are read in one call: fewer calls, at most 1 KB more
 
 
@@ -244,6 +249,29 @@ class Store:
     def counts(self) -> np.ndarray:
         """int32[N]: the size of every row's shingle set."""
         return np.diff(self.offsets).astype(np.int32)
+
+    def put_ids(self, ids: pl.Series) -> None:
+        """Keep the rows' ids, in position order ((id, source, source_ref) order), on disk."""
+        with pa.ipc.new_file(self.dir / "ids.arrow", pa.schema([("id", pa.large_string())])) as f:
+            for s in range(0, len(ids), ID_BATCH):
+                f.write_batch(pa.record_batch([ids.slice(s, ID_BATCH).to_arrow()], ["id"]))
+
+    def ids(self, pos: np.ndarray) -> pl.Series:
+        """The ids at positions `pos` (any order, repeats allowed), in that order: read from
+        the batches of ids.arrow that hold them, one at a time."""
+        pos = np.asarray(pos, dtype=np.int64)
+        order = np.argsort(pos, kind="stable")
+        batch = pos[order] // ID_BATCH
+        cut = np.flatnonzero(np.diff(batch)) + 1
+        chunks = [pl.Series("id", [], dtype=pl.String)]
+        with pa.OSFile(str(self.dir / "ids.arrow")) as f:  # read, not mapped (see above)
+            reader = pa.ipc.open_file(f)
+            for sel in np.split(order, cut) if len(pos) else []:
+                b = int(pos[sel[0]] // ID_BATCH)
+                col = reader.get_batch(b).column(0).take(pa.array(pos[sel] - b * ID_BATCH))
+                chunks.append(pl.Series("id", col, dtype=pl.String))
+        out = pl.concat(chunks)
+        return out.gather(np.argsort(order, kind="stable")) if len(pos) else out
 
     def drop(self, *names: str) -> None:
         """Remove working files no later step reads (their disk space)."""
