@@ -71,6 +71,17 @@ def scan_floor(d: DedupConfig) -> float:
     return lsh.scan_floor(d.threshold)
 
 
+KINDS = [  # clusters.parquet's kind, by code (_frames)
+    "keeper",
+    "same_id_indexed",
+    "same_content_indexed",
+    "near_indexed",
+    "near",
+    "same_id",
+    "same_content",
+]
+
+
 @dataclass
 class DedupResult:
     kept_rows: np.ndarray  # input row numbers of kept items, in output order
@@ -201,11 +212,11 @@ def find(
         scan_floor=scan_floor(d),
         max_bucket=d.max_bucket,
     )
+    order = rank_order(reps, d).astype(np.int64)
+    del reps  # (its rows and positions stay, as arrays)
     cand, elsewhere = where.candidates(band, query.keys, eligible, d)
     no_shingles = nrep - len(eligible)
     del band, query, eligible
-    order = rank_order(reps, d).astype(np.int64)
-    del reps  # (its rows and positions stay, as arrays)
     inodes = np.empty(0, np.int64)  # index rows that claim a representative: nodes nrep+k
     extra = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
     if claims is not None:  # ranked first, each joined only to the representatives it claims
@@ -220,7 +231,7 @@ def find(
     keeper_rep, j_rep, comp_rep = g.keeper, g.j, g.comp
     del order, extra
     release()
-    removed, clusters, multi, comp_count, kept_rows = _frames(
+    removed, clusters, n_clusters, comp_count, kept_rows = _frames(
         w, (rep_row, rep_pos), claims, index, inodes, (keeper_rep, j_rep, comp_rep), d, store
     )
     shown = [row[row >= 0] for row in cand.big_sample]
@@ -258,7 +269,7 @@ def find(
         "removed_near": int(by_kind.get("near", 0)),
         "exact_groups": nrep,
         "no_shingles": int(no_shingles),
-        "clusters": int(multi.filter(pl.col("_size") > 1)["cluster_id"].n_unique()),
+        "clusters": n_clusters,
         "components": comp_count,
         **g.counts,
         "band_pairs": int(cand.raw_pairs),
@@ -327,98 +338,101 @@ def _frames(
     stars: tuple[np.ndarray, np.ndarray, np.ndarray],
     d: DedupConfig,
     store: Store,
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, int, np.ndarray]:
-    """(removed, clusters, the rows in a cluster, components, kept rows) from the stars of
-    the representatives, spread to every row through its representative; the ids of the
-    rows in a cluster and of their representatives read from `store`."""
+) -> tuple[pl.DataFrame, pl.DataFrame, int, int, np.ndarray]:
+    """(removed, clusters, clusters of two rows or more, components, kept rows) from the
+    stars of the representatives, spread to every row through its representative; the ids
+    of the rows in a cluster and of their representatives read from `store`. Arrays of the
+    rows in a cluster, not a frame: windows and joins over a frame of them held several
+    copies of it."""
     keeper_rep, j_rep, comp_rep = stars
     rep_row, rep_pos = reps  # each representative's input row and position
     nrep = len(rep_row)
     row_rep = w["_rep"].to_numpy()
-    cl = keeper_rep[row_rep]
-    comp = comp_rep[row_rep]
     # Rows in a component of two or more: every star member, and keepers whose component
     # holds other stars (export keeps a component in one split); and rows an indexed item
-    # claimed (their keeper is in an earlier run). Only they get frame columns.
-    at = np.flatnonzero((np.bincount(comp)[comp] > 1) | (cl >= nrep))
-    mcl = cl[at]
-    multi = w[at].with_columns(
-        _pos=pl.Series(at, dtype=pl.Int64),
-        id=store.ids(at),
-        _cluster=pl.Series(mcl, dtype=pl.Int64),
-        _component=pl.Series(comp[at], dtype=pl.Int64),
-        _j=pl.Series(j_rep[row_rep[at]], dtype=pl.Float64),
-        _by_index=pl.Series(mcl >= nrep),
-        _size=pl.Series(np.bincount(cl)[mcl]),
-    )
-    del cl, comp
-    multi = multi[rank_order(multi, d, first=mcl)].drop(rank_columns(d)[0][:-1])
-    mc, mrep = multi["_cluster"].to_numpy(), multi["_rep"].to_numpy()
-    by_index = mc >= nrep
-    ikeep: pl.Series | pl.Expr = pl.lit(None, dtype=pl.String).alias("_ikeep")
-    isame = np.zeros(multi.height, dtype=bool)
+    # claimed (their keeper is in an earlier run). Only they are named in the outputs.
+    # Counted per representative (its rows), not per row: arrays of the representatives.
+    # (index rows, nodes nrep on, are keepers only: their own entries are left out)
+    rows_of = np.bincount(row_rep, minlength=nrep).astype(np.int64)
+    in_comp = np.bincount(comp_rep[:nrep], weights=rows_of, minlength=nrep)
+    named = (in_comp[comp_rep[:nrep]] > 1) | (keeper_rep[:nrep] >= nrep)
+    del in_comp
+    at = np.flatnonzero(named[row_rep])
+    del named
+    size_of = np.bincount(keeper_rep[:nrep], weights=rows_of).astype(np.int64)  # per star
+    del rows_of
+    at_rep = row_rep[at]
+    mcl, mcomp = keeper_rep[at_rep], comp_rep[at_rep]
+    size = size_of[mcl]
+    del size_of, at_rep
+    m = w[at].with_columns(_pos=pl.Series(at, dtype=pl.Int64))
+    o = rank_order(m, d, first=mcl)  # by cluster, each best-ranked first
+    mrow, mrep = m["_row"].to_numpy()[o], m["_rep"].to_numpy()[o]
+    pos, mcl, mcomp, size = at[o], mcl[o], mcomp[o], size[o]
+    del m, at, o
+    ids = store.ids(pos)
+    release()  # (the Arrow batches they were read from)
+    by_index = mcl >= nrep
+    start = np.ones(len(pos), dtype=bool)
+    start[1:] = mcl[1:] != mcl[:-1]
+    first = np.flatnonzero(start)[np.cumsum(start) - 1]  # each row's cluster's first row
+    is_keeper = start & ~by_index
+    keeper_id = ids.gather(first)
+    isame = np.zeros(len(pos), dtype=bool)
     if index is not None and claims is not None and len(inodes):
-        ikeep = index.ids.gather(inodes[np.where(by_index, mc - nrep, 0)]).alias("_ikeep")
+        ikeep = index.ids.gather(inodes[np.where(by_index, mcl - nrep, 0)])
+        keeper_id = ikeep.zip_with(pl.Series(by_index), keeper_id)
         isame = claims.same[mrep]
-    first = pl.col("_pos") == pl.col("_pos").first().over("_cluster")
-    multi = multi.with_columns(ikeep, _isame=pl.Series(isame)).with_columns(
-        _is_keeper=first & ~pl.col("_by_index"),
-        _keeper_pos=pl.col("_pos").first().over("_cluster"),
-        keeper_id=pl.when("_by_index")
-        .then(pl.col("_ikeep"))
-        .otherwise(pl.col("id").first().over("_cluster")),
-        _comp_pos=pl.col("_pos").min().over("_component"),
-        _rep_id=store.ids(rep_pos[mrep]),
+    same_id = (ids == keeper_id).to_numpy()
+    code = np.select(
+        [is_keeper, by_index & same_id, by_index & isame, by_index, mrep != mcl, same_id],
+        [0, 1, 2, 3, 4, 5],
+        6,
     )
-    multi = multi.with_columns(
-        j_to_keeper=pl.when(pl.col("_rep") == pl.col("_cluster")).then(1.0).otherwise("_j"),
-        kind=pl.when(pl.col("_is_keeper"))
-        .then(pl.lit("keeper"))
-        .when(pl.col("_by_index") & (pl.col("id") == pl.col("keeper_id")))
-        .then(pl.lit("same_id_indexed"))
-        .when(pl.col("_by_index") & pl.col("_isame"))
-        .then(pl.lit("same_content_indexed"))
-        .when(pl.col("_by_index"))
-        .then(pl.lit("near_indexed"))
-        .when(pl.col("_rep") != pl.col("_cluster"))
-        .then(pl.lit("near"))
-        .when(pl.col("id") == pl.col("keeper_id"))
-        .then(pl.lit("same_id"))
-        .otherwise(pl.lit("same_content")),
+    kind = pl.Series("kind", KINDS).gather(code)
+    j = np.where(mrep == mcl, 1.0, j_rep[mrep])
+    # clusters numbered by their first row's position, components by their smallest one
+    cluster_id = np.unique(pos[first], return_inverse=True)[1].reshape(-1).astype(np.int64)
+    del first
+    comps, within = np.unique(mcomp, return_inverse=True)
+    smallest = np.full(len(comps), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(smallest, within.reshape(-1), pos)
+    component_id = np.argsort(np.argsort(smallest))[within.reshape(-1)].astype(np.int64)
+    out = np.lexsort((pos, ~is_keeper, cluster_id))  # keeper first, then by position
+    clusters = pl.DataFrame(
+        {
+            "id": ids.gather(out),
+            "cluster_id": cluster_id[out],
+            "component_id": component_id[out],
+            "size": size[out].astype(np.int64),
+            "is_keeper": is_keeper[out],
+            "keeper_id": keeper_id.gather(out),
+            "j_to_keeper": j[out],
+            "kind": kind.gather(out),
+            "exact_of": store.ids(rep_pos[mrep[out]]),
+        }
     )
-    cluster_num = multi.select(pl.col("_keeper_pos").unique().sort()).with_row_index("cluster_id")
-    comp_num = multi.select(pl.col("_comp_pos").unique().sort()).with_row_index("component_id")
-    multi = (
-        multi.join(cluster_num, on="_keeper_pos", how="left")
-        .join(comp_num, on="_comp_pos", how="left")
-        .sort(["cluster_id", "_is_keeper", "_pos"], descending=[False, True, False])
+    gone = np.flatnonzero(~is_keeper)
+    gone = gone[np.argsort(pos[gone], kind="stable")]  # in output order
+    removed = pl.DataFrame(
+        {
+            "_row": mrow[gone],
+            "keeper_id": keeper_id.gather(gone),
+            "j": j[gone],
+            "kind": kind.gather(gone),
+        }
     )
-    clusters = multi.select(
-        "id",
-        pl.col("cluster_id").cast(pl.Int64),
-        pl.col("component_id").cast(pl.Int64),
-        pl.col("_size").cast(pl.Int64).alias("size"),
-        pl.col("_is_keeper").alias("is_keeper"),
-        "keeper_id",
-        "j_to_keeper",
-        "kind",
-        pl.col("_rep_id").alias("exact_of"),
-    )
-    removed = (
-        multi.filter(~pl.col("_is_keeper"))
-        .sort("_pos")
-        .select("_row", "keeper_id", pl.col("j_to_keeper").alias("j"), "kind")
-    )
-    gone = np.zeros(w.height, dtype=bool)
-    gone[removed["_row"].to_numpy()] = True
+    n_clusters = len(np.unique(cluster_id[size > 1]))
+    is_gone = np.zeros(w.height, dtype=bool)
+    is_gone[mrow[gone]] = True
     rows = w["_row"].to_numpy()  # in (id, source, source_ref) order: the output order
-    kept_rows = rows[~gone[rows]]
+    kept_rows = rows[~is_gone[rows]]
     # A kept row is its exact group's representative (the best-ranked row of its star), so
     # its own signature is the one the index needs; and each group keeps one row.
     is_rep = np.zeros(w.height, dtype=bool)
     is_rep[rep_row] = True
-    assert is_rep[kept_rows].all() and len(kept_rows) == nrep - int((gone & is_rep).sum())
-    return removed, clusters, multi, comp_num.height, kept_rows
+    assert is_rep[kept_rows].all() and len(kept_rows) == nrep - int((is_gone & is_rep).sum())
+    return removed, clusters, n_clusters, len(comps), kept_rows
 
 
 def warm(cfg: Config) -> None:

@@ -244,6 +244,22 @@ def frame_reader(df: pl.DataFrame) -> Reader:
     return lambda columns, rows: df.select(columns) if rows is None else df.select(columns)[rows]
 
 
+def _in_order(
+    ids: pl.Series, row_of_pos: np.ndarray, same: np.ndarray
+) -> Callable[[int, int], pl.Series]:
+    """Store.put_ids' slices of `ids` in position order, a slice at a time (one copy of a
+    slice, not of every id), marking in `same` each position whose id is the one before."""
+
+    def part(start: int, stop: int) -> pl.Series:
+        p = ids.gather(row_of_pos[start:stop])
+        same[start + 1 : stop] = (p.slice(1) == p.slice(0, len(p) - 1)).to_numpy()
+        if start:
+            same[start] = p[0] == ids[int(row_of_pos[start - 1])]
+        return p
+
+    return part
+
+
 def exact_groups(
     keys: pl.DataFrame,
     d: DedupConfig,
@@ -260,15 +276,16 @@ def exact_groups(
     unique (the tie-break) are read again here instead of held since the scan."""
     n = keys.height
     ids = read(["id"], None)["id"]
+    release()  # (the Arrow batches they were read as)
     if len(ids) != n:
         raise AssertionError(f"dedup: {len(ids)} ids for {n} scanned rows")
     by_id = ids.to_frame().select(pl.arg_sort_by("id", maintain_order=True)).to_series()
     row_of_pos = by_id.to_numpy().astype(np.int64)
     del by_id
-    ids = ids.gather(row_of_pos)  # (the input order's copy dropped)
     same = np.zeros(n, dtype=bool)  # the id of the position before
-    if n:
-        same[1:] = (ids.slice(1) == ids.slice(0, n - 1)).to_numpy()
+    store.put_ids(n, _in_order(ids, row_of_pos, same))
+    del ids
+    release()
     if same.any():  # rows sharing an id: by source, source_ref, then input row
         dup = np.flatnonzero(same | np.append(same[1:], False))
         by_row = np.argsort(row_of_pos[dup], kind="stable")
@@ -276,11 +293,10 @@ def exact_groups(
         t = (
             read(["source", "source_ref"], rows)
             .select("source", "source_ref")
-            .with_columns(id=ids.gather(dup[by_row]), _row=pl.Series(rows))
+            .with_columns(id=store.ids(dup[by_row]), _row=pl.Series(rows))
         )
+        # (equal ids only change places: the ids kept by position stay right)
         row_of_pos[dup] = t.sort(C.TIE_BREAK, maintain_order=True)["_row"].to_numpy()
-    store.put_ids(ids)  # (equal ids only swapped places: the same id at each position)
-    del ids
     # column by column, each dropped from keys as it is gathered: one copy at a time
     w = pl.DataFrame([keys.drop_in_place(c).gather(row_of_pos) for c in list(keys.columns)])
     del keys

@@ -19,7 +19,7 @@ kernel maps the pages around each touched one as well.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -250,11 +250,14 @@ class Store:
         """int32[N]: the size of every row's shingle set."""
         return np.diff(self.offsets).astype(np.int32)
 
-    def put_ids(self, ids: pl.Series) -> None:
-        """Keep the rows' ids, in position order ((id, source, source_ref) order), on disk."""
-        with pa.ipc.new_file(self.dir / "ids.arrow", pa.schema([("id", pa.large_string())])) as f:
-            for s in range(0, len(ids), ID_BATCH):
-                f.write_batch(pa.record_batch([ids.slice(s, ID_BATCH).to_arrow()], ["id"]))
+    def put_ids(self, n: int, ids: Callable[[int, int], pl.Series]) -> None:
+        """Keep the ids of positions 0..n-1 ((id, source, source_ref) order) on disk, asked
+        of `ids(start, stop)` a record batch at a time, in order."""
+        schema = pa.schema([("id", pa.large_string())])
+        with pa.ipc.new_file(self.dir / "ids.arrow", schema) as f:
+            for s in range(0, n, ID_BATCH):
+                part = ids(s, min(s + ID_BATCH, n)).to_arrow().cast(pa.large_string())
+                f.write_batch(pa.record_batch([part], schema=schema))
 
     def ids(self, pos: np.ndarray) -> pl.Series:
         """The ids at positions `pos` (any order, repeats allowed), in that order: read from
