@@ -25,7 +25,7 @@ Rows are processed in (id, source, source_ref) order and every output is sorted 
 key, so shuffling the input changes no output byte.
 
 Memory is bounded by what must be resident per item (rank values, a content hash, input row,
-group and cluster numbers: the ids wait on disk in position order, store.py; 2.2 GB peak at
+group and cluster numbers: the ids wait on disk in position order, store.py; 2.0 GB peak at
 10M items on Ray), not by the text or the signatures: the input
 is read a batch at a time (scan.py), shingle sets and band keys go to working files in the
 stage folder (store.py), bands are grouped one at a time and candidates verified a chunk at
