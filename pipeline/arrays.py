@@ -1,4 +1,4 @@
-"""Array helpers the stages share (numpy), each faster than the numpy call it stands for."""
+"""Array helpers the stages share (numpy)."""
 
 from __future__ import annotations
 
@@ -13,3 +13,10 @@ def sorted_unique(x: np.ndarray) -> np.ndarray:
     keep[:1] = True
     np.not_equal(x[1:], x[:-1], out=keep[1:])
     return x[keep]
+
+
+def runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start of each run of equal values of sorted x, run number of each element)."""
+    first = np.ones(len(x), dtype=bool)
+    first[1:] = x[1:] != x[:-1]
+    return np.flatnonzero(first), np.cumsum(first) - 1

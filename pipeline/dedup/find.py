@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from pipeline.arrays import runs
 from pipeline.config import Config, DedupConfig, RunConfig
 from pipeline.dedup import clusters as C
 from pipeline.dedup import lsh
@@ -370,13 +371,16 @@ def _frames(
     mrow, mrep = m["_row"].to_numpy()[o], m["_rep"].to_numpy()[o]
     pos, mcl, mcomp, size = at[o], mcl[o], mcomp[o], size[o]
     del m, at, o
-    ids = store.ids(pos)
+    # the rows' ids and their representatives', in one read of the store's batches
+    named_ids = store.ids(np.concatenate([pos, rep_pos[mrep]]))
+    ids, rep_ids = named_ids.slice(0, len(pos)), named_ids.slice(len(pos))
+    del named_ids
     release()  # (the Arrow batches they were read from)
     by_index = mcl >= nrep
-    start = np.ones(len(pos), dtype=bool)
-    start[1:] = mcl[1:] != mcl[:-1]
-    first = np.flatnonzero(start)[np.cumsum(start) - 1]  # each row's cluster's first row
-    is_keeper = start & ~by_index
+    starts, run = runs(mcl)
+    first = starts[run]  # each row's cluster's first row
+    del starts, run
+    is_keeper = (first == np.arange(len(pos))) & ~by_index
     keeper_id = ids.gather(first)
     isame = np.zeros(len(pos), dtype=bool)
     if index is not None and claims is not None and len(inodes):
@@ -395,21 +399,23 @@ def _frames(
     cluster_id = np.unique(pos[first], return_inverse=True)[1].reshape(-1).astype(np.int64)
     del first
     comps, within = np.unique(mcomp, return_inverse=True)
+    within = within.reshape(-1)
     smallest = np.full(len(comps), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(smallest, within.reshape(-1), pos)
-    component_id = np.argsort(np.argsort(smallest))[within.reshape(-1)].astype(np.int64)
+    np.minimum.at(smallest, within, pos)
+    component_id = np.unique(smallest[within], return_inverse=True)[1].reshape(-1)
+    component_id = component_id.astype(np.int64)
     out = np.lexsort((pos, ~is_keeper, cluster_id))  # keeper first, then by position
     clusters = pl.DataFrame(
         {
             "id": ids.gather(out),
             "cluster_id": cluster_id[out],
             "component_id": component_id[out],
-            "size": size[out].astype(np.int64),
+            "size": size[out],
             "is_keeper": is_keeper[out],
             "keeper_id": keeper_id.gather(out),
             "j_to_keeper": j[out],
             "kind": kind.gather(out),
-            "exact_of": store.ids(rep_pos[mrep[out]]),
+            "exact_of": rep_ids.gather(out),
         }
     )
     gone = np.flatnonzero(~is_keeper)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pipeline.arrays import runs
 from pipeline.dedup import clusters as C
 from pipeline.executors.ray import _count, _spent, ensure_ray, spread
 
@@ -45,13 +46,6 @@ if TYPE_CHECKING:
 GROUP_EDGES = 1 << 20  # edge rows (each edge twice) per bucket of a round, about
 
 Batch = dict[str, np.ndarray]
-
-
-def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(start of each run of equal values of sorted x, run number of each element)."""
-    first = np.ones(len(x), dtype=bool)
-    first[1:] = x[1:] != x[:-1]
-    return np.flatnonzero(first), np.cumsum(first) - 1
 
 
 def _pairs(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +76,7 @@ def _large_star(batch: Batch) -> Batch:
     bad) counting the nodes with a smaller neighbour and another one (0: the input is stars
     centred on their smallest node, and the output the same edges)."""
     u, v = _pairs(batch["u"], batch["v"])
-    starts, run = _runs(u)
+    starts, run = runs(u)
     m = np.minimum(u[starts], v[starts])  # v sorted within u: v[starts] is u's smallest
     bad = int(((v[starts] < u[starts]) & (np.diff(np.append(starts, len(u))) > 1)).sum())
     out = v > u
@@ -103,7 +97,7 @@ def _small_star(batch: Batch) -> Batch:
     """For each node x of a bucket with smaller neighbours y: (x, m) and (y, m) for every y
     other than m, their smallest; every edge comes out as (larger, smaller)."""
     x, y = _pairs(batch["x"], batch["y"])
-    starts, run = _runs(x)
+    starts, run = runs(x)
     m = y[starts][run]
     other = y != m
     return {"x": np.concatenate([x[starts], y[other]]), "y": np.concatenate([y[starts], m[other]])}
