@@ -4,6 +4,7 @@ reads and partitions change no output."""
 from __future__ import annotations
 
 import random
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +168,18 @@ def test_the_store_gives_ids_by_position_in_the_order_asked(tmp_path, monkeypatc
     assert s.ids(pos).to_list() == [ids[k] for k in pos]
     assert s.ids(np.empty(0, np.int64)).to_list() == []
     assert s.ids(np.arange(10)).to_list() == ids
+    # a table of rows (dedup's input rows and rank values) likewise, nulls and types kept
+    rows = pl.DataFrame(
+        {
+            "_row": np.arange(10, 0, -1),
+            "_rank1": pl.Series([None, *range(9)]).cast(pl.Datetime("us", "UTC")),
+            "_rank0": pl.Series(range(10), dtype=pl.UInt32),
+        }
+    )
+    s.put_frame("rows", rows)
+    assert s.take("rows", pos).equals(rows[pos])
+    assert s.take("rows", np.empty(0, np.int64)).equals(rows.head(0))
+    assert pl.concat(list(s.batches("rows", ["_row"]))).equals(rows.select("_row"))
 
 
 def test_an_incremental_run_matches_the_same_in_small_chunks(tmp_path, monkeypatch):
@@ -209,6 +222,66 @@ def test_rows_sharing_an_id_rank_by_source_and_source_ref_whatever_the_input_ord
         gone = [tuple(refs[k].values()) for k in r.removed["_row"]]
         assert gone == [("a", "10"), ("a", "3"), ("b", "2"), ("c", "0")]  # output order
         assert r.removed["kind"].to_list() == ["same_id"] * 4
+
+
+def test_ingest_ids_sorted_as_numbers_give_what_the_same_ids_as_strings_give():
+    """Ingest's hex ids are sorted as integer pairs (ids.py), other ids as strings: the same
+    items under both (a prefix keeps their order) give the same rows, kinds and clusters,
+    repeated ids and ids split over read batches included."""
+    import polars as pl
+
+    from pipeline.dedup.scan import Reader
+
+    t = pl.DataFrame(pl.from_arrow(items().select(find.needed_columns(DedupConfig()))))
+    t = pl.concat([t, t.slice(3, 5)])  # the same ids again: ranked by source_ref
+    t = t.with_columns(source_ref=pl.format("again {}", pl.int_range(pl.len())))
+    d = DedupConfig()
+
+    def in_batches(df: pl.DataFrame) -> Reader:  # as the stage reads: batches of 7 rows
+        def read(columns: list[str], rows: np.ndarray | None):
+            if rows is not None:
+                return iter([df.select(columns)[rows]])
+            return iter(df.select(columns).iter_slices(7))
+
+        return read
+
+    got = []
+    for frame in (t, t.with_columns(id="z" + pl.col("id"))):
+        with tempfile.TemporaryDirectory() as tmp:
+            st = store.Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
+            batches = (frame.slice(s, 16) for s in range(0, frame.height, 16))
+            keys = scan.scan(batches, d, st)
+            w = scan.exact_groups(keys, d, in_batches(frame), st)
+            res = find.find(w, st, d)
+            ids = st.ids(np.arange(frame.height)).to_list()
+        got.append((w.drop("_h0", "_h1"), res, ids))
+    (w, a, ids), (w2, b, ids2) = got
+    assert w.equals(w2)
+    assert ids2 == ["z" + i for i in ids] and ids == sorted(ids)
+    assert np.array_equal(a.kept_rows, b.kept_rows)
+    assert a.removed.drop("keeper_id").equals(b.removed.drop("keeper_id"))
+    assert set(a.removed["kind"]) >= {"same_id", "same_content"}
+    named = a.clusters.with_columns(
+        ("z" + pl.col(c)).alias(c) for c in ("id", "keeper_id", "exact_of")
+    )
+    assert named.equals(b.clusters)
+
+
+def test_hex_ids_read_as_integer_pairs_read_back_as_the_same_strings():
+    import polars as pl
+
+    from pipeline.dedup import ids
+
+    rng = np.random.default_rng(3)
+    some = ["0" * 24, "f" * 24, "0123456789abcdef01234567"]
+    some += [bytes(rng.integers(0, 256, 12, dtype=np.uint8)).hex() for _ in range(200)]
+    s = pl.Series("id", some)
+    hi, lo = ids.halves(s)
+    assert ids.strings(hi, lo).to_list() == some
+    assert [some[k] for k in np.lexsort((lo, hi))] == sorted(some)
+    for other in ("0123456789ABCDEF01234567", "0123456789abcdef0123456", "g" * 24, "x"):
+        assert ids.halves(pl.Series("id", [*some[:3], other])) is None
+    assert ids.halves(pl.Series("id", [some[0], None])) is None
 
 
 def test_rank_order_is_the_polars_sort_it_replaces():

@@ -113,15 +113,21 @@ class Claims:
 
 
 def _claims(
-    index: Index, w: pl.DataFrame, reps: pl.DataFrame, query: Query, d: DedupConfig, store: Store
+    index: Index,
+    row_rep: np.ndarray,
+    reps: pl.DataFrame,
+    query: Query,
+    d: DedupConfig,
+    store: Store,
 ) -> Claims:
     """Which indexed item claims each representative: one whose exact group holds an indexed
-    id, else the closest verified near duplicate (highest J, then the first index row)."""
+    id, else the closest verified near duplicate (highest J, then the first index row).
+    `row_rep`: each row's representative, by position."""
     m = match_query(index, query, d)
     row, j = best(m, reps.height)
     by_id = (
-        w.select("_rep")
-        .with_columns(id=store.ids(np.arange(w.height)))
+        pl.DataFrame({"_rep": row_rep})
+        .with_columns(id=store.ids(np.arange(len(row_rep))))
         .join(pl.DataFrame({"id": index.ids, "_r": np.arange(len(index))}), on="id")
         .group_by("_rep")
         .agg(pl.col("_r").min())
@@ -178,10 +184,11 @@ def find(
     blank = w["_blank"].to_numpy()[rep_at]
     reps = w.select("_row", *rank_cols, *(("_h0", "_h1") if index is not None else ()))[rep_at]
     del rep_at
-    # what the rows need from here on (the representatives keep the rest; a row's position
-    # is its row number in w)
-    w = w.select("_row", *rank_cols[:-1]).with_columns(_rep=pl.Series(row_rep))
-    del row_rep
+    # What the outputs need of the rows (_frames), by position, on disk: their input rows and
+    # rank values. In memory only each row's representative.
+    store.put_frame("rows", w.select("_row", *rank_cols[:-1]))
+    del w
+    release()
     rep_row = reps["_row"].to_numpy().astype(np.int64)
     nshingles = np.diff(store.offsets)[rep_row]
     eligible = np.flatnonzero((nshingles > 0) & ~blank)
@@ -198,7 +205,7 @@ def find(
         lambda items: store.shingles(rep_row[items]),
         (lambda items: store.changes(rep_row[items])) if store.has_change else None,
     )
-    claims = _claims(index, w, reps, query, d, store) if index is not None else None
+    claims = _claims(index, row_rep, reps, query, d, store) if index is not None else None
 
     band = partial(
         lsh.banded,
@@ -233,7 +240,7 @@ def find(
     del order, extra
     release()
     removed, clusters, n_clusters, comp_count, kept_rows = _frames(
-        w, (rep_row, rep_pos), claims, index, inodes, (keeper_rep, j_rep, comp_rep), d, store
+        row_rep, (rep_row, rep_pos), claims, index, inodes, (keeper_rep, j_rep, comp_rep), d, store
     )
     shown = [row[row >= 0] for row in cand.big_sample]
     names = ids_of(np.concatenate(shown)).to_list() if shown else []
@@ -331,7 +338,7 @@ def _graph(
 
 
 def _frames(
-    w: pl.DataFrame,
+    row_rep: np.ndarray,
     reps: tuple[np.ndarray, np.ndarray],
     claims: Claims | None,
     index: Index | None,
@@ -341,14 +348,14 @@ def _frames(
     store: Store,
 ) -> tuple[pl.DataFrame, pl.DataFrame, int, int, np.ndarray]:
     """(removed, clusters, clusters of two rows or more, components, kept rows) from the
-    stars of the representatives, spread to every row through its representative; the ids
-    of the rows in a cluster and of their representatives read from `store`. Arrays of the
-    rows in a cluster, not a frame: windows and joins over a frame of them held several
-    copies of it."""
+    stars of the representatives, spread to every row through its representative
+    (`row_rep`, by position); the ids, input rows and rank values of the rows in a cluster
+    and the ids of their representatives read from `store`. Arrays of the rows in a
+    cluster, not a frame: windows and joins over a frame of them held several copies of
+    it."""
     keeper_rep, j_rep, comp_rep = stars
     rep_row, rep_pos = reps  # each representative's input row and position
     nrep = len(rep_row)
-    row_rep = w["_rep"].to_numpy()
     # Rows in a component of two or more: every star member, and keepers whose component
     # holds other stars (export keeps a component in one split); and rows an indexed item
     # claimed (their keeper is in an earlier run). Only they are named in the outputs.
@@ -366,9 +373,9 @@ def _frames(
     mcl, mcomp = keeper_rep[at_rep], comp_rep[at_rep]
     size = size_of[mcl]
     del size_of, at_rep
-    m = w[at].with_columns(_pos=pl.Series(at, dtype=pl.Int64))
+    m = store.take("rows", at).with_columns(_pos=pl.Series(at, dtype=pl.Int64))
     o = rank_order(m, d, first=mcl)  # by cluster, each best-ranked first
-    mrow, mrep = m["_row"].to_numpy()[o], m["_rep"].to_numpy()[o]
+    mrow, mrep = m["_row"].to_numpy()[o], row_rep[at][o]
     pos, mcl, mcomp, size = at[o], mcl[o], mcomp[o], size[o]
     del m, at, o
     # the rows' ids and their representatives', in one read of the store's batches
@@ -429,13 +436,17 @@ def _frames(
         }
     )
     n_clusters = len(np.unique(cluster_id[size > 1]))
-    is_gone = np.zeros(w.height, dtype=bool)
+    n = len(row_rep)
+    is_gone = np.zeros(n, dtype=bool)
     is_gone[mrow[gone]] = True
-    rows = w["_row"].to_numpy()  # in (id, source, source_ref) order: the output order
-    kept_rows = rows[~is_gone[rows]]
+    kept = []  # by position, (id, source, source_ref) order: the output order
+    for b in store.batches("rows", ["_row"]):
+        rows = b["_row"].to_numpy()
+        kept.append(rows[~is_gone[rows]])
+    kept_rows = np.concatenate(kept) if kept else np.empty(0, np.int64)
     # A kept row is its exact group's representative (the best-ranked row of its star), so
     # its own signature is the one the index needs; and each group keeps one row.
-    is_rep = np.zeros(w.height, dtype=bool)
+    is_rep = np.zeros(n, dtype=bool)
     is_rep[rep_row] = True
     assert is_rep[kept_rows].all() and len(kept_rows) == nrep - int((is_gone & is_rep).sum())
     return removed, clusters, n_clusters, len(comps), kept_rows

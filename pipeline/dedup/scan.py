@@ -16,7 +16,7 @@ equal triples), and `_id_first` the first position of its id.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from pipeline.config import Config, DedupConfig
 from pipeline.dedup import clusters as C
+from pipeline.dedup import ids
 from pipeline.dedup.change import change_sets
 from pipeline.dedup.lsh import band_keys
 from pipeline.dedup.minhash import permutations
@@ -236,25 +237,71 @@ def scan(
     return collect((run(b) for b in batches), d, store, advance)
 
 
-Reader = Callable[[list[str], np.ndarray | None], pl.DataFrame]  # exact_groups' `read`
+# exact_groups' `read(columns, rows)`: frames of those input columns of those rows (sorted;
+# None: every row), in input order
+Reader = Callable[[list[str], np.ndarray | None], Iterator[pl.DataFrame]]
 
 
 def frame_reader(df: pl.DataFrame) -> Reader:
     """exact_groups' `read` over the rows of an in-memory frame."""
-    return lambda columns, rows: df.select(columns) if rows is None else df.select(columns)[rows]
+    return lambda columns, rows: iter(
+        [df.select(columns) if rows is None else df.select(columns)[rows]]
+    )
+
+
+def _id_order(read: Reader, n: int) -> tuple[np.ndarray, Callable[[np.ndarray], pl.Series]]:
+    """(the input rows in id order, input order among equal ids; the ids of given rows).
+    Ingest's ids are read as integer pairs a batch at a time (ids.py): their sort holds
+    16 bytes an id, not the strings. Others are held as strings."""
+    pairs = _id_halves(read)
+    if pairs is not None:
+        hi, lo = pairs
+        _check_count(len(hi), n)
+        return np.lexsort((lo, hi)), lambda rows: ids.strings(hi[rows], lo[rows])  # stable
+    frames = list(read(["id"], None))
+    s = pl.concat([f["id"] for f in frames]) if frames else pl.Series("id", [], pl.String)
+    del frames
+    release()  # (the Arrow batches they were read as)
+    _check_count(len(s), n)
+    by_id = s.to_frame().select(pl.arg_sort_by("id", maintain_order=True)).to_series()
+    return by_id.to_numpy().astype(np.int64), s.gather
+
+
+def _id_halves(read: Reader) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every id as ids.halves reads it, a batch at a time; None at the first batch holding
+    an id of another form."""
+    hi: list[np.ndarray] = []
+    lo: list[np.ndarray] = []
+    for frame in read(["id"], None):
+        got = ids.halves(frame["id"])
+        if got is None:
+            return None
+        hi.append(got[0])
+        lo.append(got[1])
+    if not hi:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    h = np.concatenate(hi)
+    del hi
+    return h, np.concatenate(lo)
+
+
+def _check_count(got: int, n: int) -> None:
+    if got != n:
+        raise AssertionError(f"dedup: {got} ids for {n} scanned rows")
 
 
 def _in_order(
-    ids: pl.Series, row_of_pos: np.ndarray, same: np.ndarray
+    at: Callable[[np.ndarray], pl.Series], row_of_pos: np.ndarray, same: np.ndarray
 ) -> Callable[[int, int], pl.Series]:
-    """Store.put_ids' slices of `ids` in position order, a slice at a time (one copy of a
-    slice, not of every id), marking in `same` each position whose id is the one before."""
+    """Store.put_ids' slices of the ids (`at(rows)`) in position order, a slice at a time (one
+    copy of a slice, not of every id), marking in `same` each position whose id is the one
+    before."""
 
     def part(start: int, stop: int) -> pl.Series:
-        p = ids.gather(row_of_pos[start:stop])
+        p = at(row_of_pos[start:stop])
         same[start + 1 : stop] = (p.slice(1) == p.slice(0, len(p) - 1)).to_numpy()
         if start:
-            same[start] = p[0] == ids[int(row_of_pos[start - 1])]
+            same[start] = p[0] == at(row_of_pos[start - 1 : start])[0]
         return p
 
     return part
@@ -275,23 +322,17 @@ def exact_groups(
     input order): the ids, and source and source_ref of only the rows whose id is not
     unique (the tie-break) are read again here instead of held since the scan."""
     n = keys.height
-    ids = read(["id"], None)["id"]
-    release()  # (the Arrow batches they were read as)
-    if len(ids) != n:
-        raise AssertionError(f"dedup: {len(ids)} ids for {n} scanned rows")
-    by_id = ids.to_frame().select(pl.arg_sort_by("id", maintain_order=True)).to_series()
-    row_of_pos = by_id.to_numpy().astype(np.int64)
-    del by_id
+    row_of_pos, id_of = _id_order(read, n)
     same = np.zeros(n, dtype=bool)  # the id of the position before
-    store.put_ids(n, _in_order(ids, row_of_pos, same))
-    del ids
+    store.put_ids(n, _in_order(id_of, row_of_pos, same))
+    del id_of
     release()
     if same.any():  # rows sharing an id: by source, source_ref, then input row
         dup = np.flatnonzero(same | np.append(same[1:], False))
         by_row = np.argsort(row_of_pos[dup], kind="stable")
         rows = row_of_pos[dup][by_row]
         t = (
-            read(["source", "source_ref"], rows)
+            pl.concat(list(read(["source", "source_ref"], rows)))
             .select("source", "source_ref")
             .with_columns(id=store.ids(dup[by_row]), _row=pl.Series(rows))
         )

@@ -36,7 +36,7 @@ input into partitions (write.py). Exact groups compare a 128-bit hash of the shi
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -103,7 +103,7 @@ OVERSIZED_SCHEMA = pa.schema(
         ("sample_ids", pa.list_(pa.string())),
     ]
 )
-READ_ROWS = 1 << 20  # input rows read at once when exact_groups reads a column whole
+READ_ROWS = 1 << 20  # input rows read at once when exact_groups reads every row's ids
 REMOVED_EXTRA = [("keeper_id", pa.string()), ("j", pa.float64()), ("kind", pa.string())]
 
 
@@ -146,12 +146,13 @@ def key(cfg: Config) -> tuple[str, dict[str, str]]:
     return "", {f"against:{e}": index_fingerprint(cfg, e) for e in cfg.dedup.against}
 
 
-def read_columns(pf: Parts, columns: list[str], rows: np.ndarray | None) -> pl.DataFrame:
+def read_columns(pf: Parts, columns: list[str], rows: np.ndarray | None) -> Iterator[pl.DataFrame]:
     """`columns` of the input's `rows` (None: every row, a batch at a time), for exact_groups."""
     if rows is not None:
-        return pl.DataFrame(pf.take(rows, columns))
-    frames = [pl.DataFrame(b) for b in pf.iter_batches(READ_ROWS, columns, exact=False)]
-    return pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema=columns)
+        yield pl.DataFrame(pf.take(rows, columns))
+        return
+    for b in pf.iter_batches(READ_ROWS, columns, exact=False):
+        yield pl.DataFrame(b)
 
 
 def placement(cfg: Config) -> Placement:

@@ -8,6 +8,8 @@ the stage writes what it needs later batch by batch and reads back only what a s
     band-BBB.u64     uint64[N]: band B's LSH key of every row (a band is read whole)
     ids.arrow        every row's id in (id, source, source_ref) order, ID_BATCH to a record
                      batch: the outputs name items by id, and only a few are named
+    rows.arrow       every row's input row and keeper rank values, in that order: the
+                     outputs need them of the rows they name, and the kept rows' input rows
 
 Signatures are not stored: the few a step needs (candidate pairs, big buckets, the kept
 rows' for the index) are recomputed from the shingle sets, which costs less than writing
@@ -19,7 +21,7 @@ kernel maps the pages around each touched one as well.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -184,6 +186,7 @@ class Store:
         self._w = {name: open(folder / name, "wb") for name in self.names()}
         self.offsets = np.zeros(1, np.int64)  # shingle set k: values offsets[k]:offsets[k+1]
         self.change_offsets = np.zeros(1, np.int64)  # change set k, likewise in change.u32
+        self._kept: dict[str, pa.Schema] = {}  # tables kept by position (put), their schemas
 
     def names(self) -> list[str]:
         change = ["change.u32"] if self.has_change else []
@@ -253,28 +256,54 @@ class Store:
     def put_ids(self, n: int, ids: Callable[[int, int], pl.Series]) -> None:
         """Keep the ids of positions 0..n-1 ((id, source, source_ref) order) on disk, asked
         of `ids(start, stop)` a record batch at a time, in order."""
-        schema = pa.schema([("id", pa.large_string())])
-        with pa.ipc.new_file(self.dir / "ids.arrow", schema) as f:
-            for s in range(0, n, ID_BATCH):
-                part = ids(s, min(s + ID_BATCH, n)).to_arrow().cast(pa.large_string())
-                f.write_batch(pa.record_batch([part], schema=schema))
+        self.put(
+            "ids", pa.schema([("id", pa.large_string())]), n, lambda a, b: ids(a, b).to_frame()
+        )
 
     def ids(self, pos: np.ndarray) -> pl.Series:
-        """The ids at positions `pos` (any order, repeats allowed), in that order: read from
-        the batches of ids.arrow that hold them, one at a time."""
+        """The ids at positions `pos` (any order, repeats allowed), in that order."""
+        return self.take("ids", pos)["id"]
+
+    def put(
+        self, name: str, schema: pa.Schema, n: int, part: Callable[[int, int], pl.DataFrame]
+    ) -> None:
+        """Keep a table of n rows by position on disk (NAME.arrow), asked of `part(start,
+        stop)` a record batch of ID_BATCH rows at a time, in order."""
+        with pa.ipc.new_file(self.dir / f"{name}.arrow", schema) as f:
+            for s in range(0, n, ID_BATCH):
+                t = part(s, min(s + ID_BATCH, n)).to_arrow().cast(schema)
+                for b in t.to_batches(max_chunksize=ID_BATCH) or [t.schema.empty_table()]:
+                    f.write_batch(b)
+        self._kept[name] = schema
+
+    def put_frame(self, name: str, frame: pl.DataFrame) -> None:
+        """put() of the rows of `frame`, by row number."""
+        schema = frame.head(0).to_arrow().schema
+        self.put(name, schema, frame.height, lambda a, b: frame.slice(a, b - a))
+
+    def take(self, name: str, pos: np.ndarray) -> pl.DataFrame:
+        """The rows at positions `pos` (any order, repeats allowed) of the table `put` kept,
+        in that order: read from the record batches that hold them, one at a time."""
         pos = np.asarray(pos, dtype=np.int64)
         order = np.argsort(pos, kind="stable")
         batch = pos[order] // ID_BATCH
         cut = np.flatnonzero(np.diff(batch)) + 1
-        chunks = [pl.Series("id", [], dtype=pl.String)]
-        with pa.OSFile(str(self.dir / "ids.arrow")) as f:  # read, not mapped (see above)
+        chunks = [pl.DataFrame(pl.from_arrow(self._kept[name].empty_table()))]
+        with pa.OSFile(str(self.dir / f"{name}.arrow")) as f:  # read, not mapped (see above)
             reader = pa.ipc.open_file(f)
             for sel in np.split(order, cut) if len(pos) else []:
                 b = int(pos[sel[0]] // ID_BATCH)
-                col = reader.get_batch(b).column(0).take(pa.array(pos[sel] - b * ID_BATCH))
-                chunks.append(pl.Series("id", col, dtype=pl.String))
+                t = reader.get_batch(b).take(pa.array(pos[sel] - b * ID_BATCH))
+                chunks.append(pl.DataFrame(pl.from_arrow(t)))
         out = pl.concat(chunks)
-        return out.gather(np.argsort(order, kind="stable")) if len(pos) else out
+        return out[np.argsort(order, kind="stable")] if len(pos) else out
+
+    def batches(self, name: str, columns: list[str]) -> Iterator[pl.DataFrame]:
+        """`columns` of the table `put` kept, a record batch at a time, by position."""
+        with pa.OSFile(str(self.dir / f"{name}.arrow")) as f:
+            reader = pa.ipc.open_file(f)
+            for b in range(reader.num_record_batches):
+                yield pl.DataFrame(pl.from_arrow(reader.get_batch(b).select(columns)))
 
     def drop(self, *names: str) -> None:
         """Remove working files no later step reads (their disk space)."""
