@@ -170,42 +170,63 @@ def components(n, a, b):
     return parent
 
 
-@nb.njit(cache=True)
-def stars(order, a, b, j):
+def stars(
+    order: np.ndarray, a: np.ndarray, b: np.ndarray, j: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(keeper, j_to_keeper) per node of a ranked-keeper star clustering.
 
     `order` lists the nodes best-ranked first; (a[k], b[k], j[k]) are the verified edges at or
-    above the threshold. A node claimed by nobody is its own keeper (j 1.0).
+    above the threshold. A node claimed by nobody is its own keeper (j 1.0). Only the nodes
+    with an edge are walked, in their rank order, over an adjacency of them alone: arrays of
+    their number, not of every node's (at 10M items a few hundred MB less).
     """
     n = order.shape[0]
-    deg = np.zeros(n + 1, dtype=np.int64)
-    for k in range(a.shape[0]):
-        deg[a[k] + 1] += 1
-        deg[b[k] + 1] += 1
-    indptr = np.cumsum(deg)
+    keeper = np.arange(n, dtype=np.int64)
+    jk = np.ones(n, dtype=np.float64)
+    if not len(a):
+        return keeper, jk
+    nodes, ends = np.unique(np.concatenate([a, b]), return_inverse=True)
+    ends = ends.reshape(-1).astype(np.int64)
+    has = np.zeros(n, dtype=bool)
+    has[nodes] = True
+    walk = np.searchsorted(nodes, order[has[order]])  # the nodes with an edge, best first
+    del has
+    _stars(nodes, walk, ends[: len(a)], ends[len(a) :], np.asarray(j, np.float64), keeper, jk)
+    return keeper, jk
+
+
+@nb.njit(cache=True)
+def _stars(nodes, walk, a, b, j, keeper, jk):
+    """stars' walk over the nodes with an edge (local numbers: a node is nodes[i])."""
+    k = nodes.shape[0]
+    indptr = np.zeros(k + 1, dtype=np.int64)
+    for e in range(a.shape[0]):
+        indptr[a[e] + 1] += 1
+        indptr[b[e] + 1] += 1
+    for i in range(k):
+        indptr[i + 1] += indptr[i]
     fill = indptr[:-1].copy()
     nbr = np.empty(2 * a.shape[0], dtype=np.int64)
     w = np.empty(2 * a.shape[0], dtype=np.float64)
-    for k in range(a.shape[0]):
-        nbr[fill[a[k]]] = b[k]
-        w[fill[a[k]]] = j[k]
-        fill[a[k]] += 1
-        nbr[fill[b[k]]] = a[k]
-        w[fill[b[k]]] = j[k]
-        fill[b[k]] += 1
-    keeper = np.full(n, -1, dtype=np.int64)
-    jk = np.ones(n, dtype=np.float64)
-    for t in range(n):
-        x = order[t]
-        if keeper[x] >= 0:
+    for e in range(a.shape[0]):
+        nbr[fill[a[e]]] = b[e]
+        w[fill[a[e]]] = j[e]
+        fill[a[e]] += 1
+        nbr[fill[b[e]]] = a[e]
+        w[fill[b[e]]] = j[e]
+        fill[b[e]] += 1
+    claimed = np.zeros(k, dtype=np.bool_)
+    for t in range(walk.shape[0]):
+        x = walk[t]
+        if claimed[x]:
             continue
-        keeper[x] = x
+        claimed[x] = True
         for e in range(indptr[x], indptr[x + 1]):
             y = nbr[e]
-            if keeper[y] < 0:
-                keeper[y] = x
-                jk[y] = w[e]
-    return keeper, jk
+            if not claimed[y]:
+                claimed[y] = True
+                keeper[nodes[y]] = nodes[x]
+                jk[nodes[y]] = w[e]
 
 
 def stars_reference(

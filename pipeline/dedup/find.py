@@ -171,11 +171,16 @@ def find(
     rank_cols = rank_columns(d)[0]
     group = w["_group"].to_numpy()
     # Representative of an exact group: its best-ranked row (so a cluster's keeper is one).
-    by_group = rank_order(w, d, first=group)  # w is in position order
-    starts = np.ones(n, dtype=bool)
+    # Most groups are one row, their own representative: only the others are ranked.
+    multi = np.flatnonzero(np.bincount(group, minlength=n)[group] > 1)
+    by_group = multi[rank_order(w[multi], d, first=group[multi])]
+    starts = np.ones(len(by_group), dtype=bool)
     starts[1:] = group[by_group[1:]] != group[by_group[:-1]]
-    rep_at = np.sort(by_group[starts])  # the representatives' positions
-    del by_group, starts
+    is_rep = np.ones(n, dtype=bool)
+    is_rep[multi] = False
+    is_rep[by_group[starts]] = True
+    rep_at = np.flatnonzero(is_rep)  # the representatives' positions
+    del multi, by_group, starts, is_rep
     nrep = len(rep_at)
     rep_index = np.full(n, -1, dtype=np.int64)
     rep_index[group[rep_at]] = np.arange(nrep)
@@ -361,17 +366,17 @@ def _frames(
     # claimed (their keeper is in an earlier run). Only they are named in the outputs.
     # Counted per representative (its rows), not per row: arrays of the representatives.
     # (index rows, nodes nrep on, are keepers only: their own entries are left out)
-    rows_of = np.bincount(row_rep, minlength=nrep).astype(np.int64)
+    rows_of = np.bincount(row_rep, minlength=nrep)
     in_comp = np.bincount(comp_rep[:nrep], weights=rows_of, minlength=nrep)
     named = (in_comp[comp_rep[:nrep]] > 1) | (keeper_rep[:nrep] >= nrep)
     del in_comp
     at = np.flatnonzero(named[row_rep])
     del named
-    size_of = np.bincount(keeper_rep[:nrep], weights=rows_of).astype(np.int64)  # per star
+    size_of = np.bincount(keeper_rep[:nrep], weights=rows_of)  # per star (float: no copy)
     del rows_of
     at_rep = row_rep[at]
     mcl, mcomp = keeper_rep[at_rep], comp_rep[at_rep]
-    size = size_of[mcl]
+    size = size_of[mcl].astype(np.int64)
     del size_of, at_rep
     m = store.take("rows", at).with_columns(_pos=pl.Series(at, dtype=pl.Int64))
     o = rank_order(m, d, first=mcl)  # by cluster, each best-ranked first
@@ -444,6 +449,7 @@ def _frames(
         rows = b["_row"].to_numpy()
         kept.append(rows[~is_gone[rows]])
     kept_rows = np.concatenate(kept) if kept else np.empty(0, np.int64)
+    del kept
     # A kept row is its exact group's representative (the best-ranked row of its star), so
     # its own signature is the one the index needs; and each group keeps one row.
     is_rep = np.zeros(n, dtype=bool)

@@ -25,8 +25,9 @@ Rows are processed in (id, source, source_ref) order and every output is sorted 
 key, so shuffling the input changes no output byte.
 
 Memory is bounded by what must be resident per item (rank values, a content hash, input row,
-group and cluster numbers: the ids wait on disk in position order, store.py; 2.0 GB peak at
-10M items on Ray), not by the text or the signatures: the input
+group and cluster numbers until the representatives are found, then each row's
+representative: the ids, input rows and rank values wait on disk in position order,
+store.py; 1.9 GB peak at 10M items on Ray), not by the text or the signatures: the input
 is read a batch at a time (scan.py), shingle sets and band keys go to working files in the
 stage folder (store.py), bands are grouped one at a time and candidates verified a chunk at
 a time (find.py), and the outputs are gathered in output order through a scatter of the
@@ -209,17 +210,22 @@ def step(cfg: Config, io: StageIO) -> tuple[dict[str, Any], dict[str, Any]]:
                 where=placement(cfg),
             )
         store.drop(*store.names()[1:])  # the band keys: only the shingle sets are read on
-        write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA, d.writes_index)
-        with ExitStack() as stack:  # a block at a time from Ray, named by the store's ids
+        # Edges and clusters first (from Ray a block at a time, named by the store's ids):
+        # written, they are dropped before the rows are put in order.
+        with ExitStack() as stack:
             edges = Writer(io.sink, {"edges.parquet": EDGE_SCHEMA}, cfg.run.part_rows, stack)
             for t in res.edge_tables():
                 edges.add({"edges.parquet": t})
             edges.close()
-    for name, frame, schema in (
-        ("clusters.parquet", res.clusters, CLUSTER_SCHEMA),
-        ("oversized_buckets.parquet", res.oversized, OVERSIZED_SCHEMA),
-    ):
-        io.write(name, frame.to_arrow().cast(schema))
+        for name, frame, schema in (
+            ("clusters.parquet", res.clusters, CLUSTER_SCHEMA),
+            ("oversized_buckets.parquet", res.oversized, OVERSIZED_SCHEMA),
+        ):
+            io.write(name, frame.to_arrow().cast(schema))
+        res.clusters = res.clusters.clear()
+        if not d.writes_index:  # only the index's signatures read the sets again
+            store.drop_sets()
+        write_rows(io, src, res, store, d, work / "parts", REMOVED_EXTRA, d.writes_index)
     extra = {
         "bands": {"bands": d.bands, "rows": d.rows, "threshold": d.threshold},
         "dedup_config": d.model_dump(),  # what tune needs to read the edges

@@ -305,6 +305,11 @@ class Store:
             for b in range(reader.num_record_batches):
                 yield pl.DataFrame(pl.from_arrow(reader.get_batch(b).select(columns)))
 
+    def drop_sets(self) -> None:
+        """Done reading sets: their files removed and their offsets (16 bytes a row) freed."""
+        self.drop("shingles.u32", "change.u32")
+        self.offsets = self.change_offsets = np.zeros(1, np.int64)
+
     def drop(self, *names: str) -> None:
         """Remove working files no later step reads (their disk space)."""
         for name in names:
