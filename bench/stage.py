@@ -6,8 +6,10 @@ each a child process of this script.
 
 DIR is another checkout (`git worktree add DIR COMMIT`), run with its package first on
 PYTHONPATH, from its folder. Each child is measured by os.wait4 (bench/run.py's run_child):
-wall, CPU (user + sys of the driver process; on Ray the workers are not its children, so the
-stage's manifest CPU, workers included, is printed beside it) and peak RSS (the driver's).
+wall, CPU (user + sys of the driver process and the children it reaps: on Ray, the local
+instance's raylet and GCS, whose CPU varies from run to run; the workers are not among them,
+so the stage's manifest CPU, the driver's and the workers', is printed and compared beside
+it) and peak RSS (the driver's).
 Both write the stage's outputs into RUN in turn, so its later stages go stale: copy a run
 folder to bench on. Printed: every round, then the medians and the median of the paired
 ratios (ours / baseline). Nothing is asserted.
@@ -62,7 +64,9 @@ def main() -> None:
                 flush=True,
             )
         rounds.append(got)
-    for key in ("wall_s", "cpu_s", "peak_mib"):
+    for key in ("wall_s", "cpu_s", "manifest_cpu_s", "peak_mib"):
+        if any(r[t][key] is None for r in rounds for t in trees):
+            continue
         base = [r["baseline"][key] for r in rounds]
         ours = [r["ours"][key] for r in rounds]
         ratio = statistics.median(o / b for o, b in zip(ours, base, strict=True))

@@ -179,7 +179,6 @@ def test_the_store_gives_ids_by_position_in_the_order_asked(tmp_path, monkeypatc
     s.put_frame("rows", rows)
     assert s.take("rows", pos).equals(rows[pos])
     assert s.take("rows", np.empty(0, np.int64)).equals(rows.head(0))
-    assert pl.concat(list(s.batches("rows", ["_row"]))).equals(rows.select("_row"))
 
 
 def test_an_incremental_run_matches_the_same_in_small_chunks(tmp_path, monkeypatch):

@@ -190,8 +190,10 @@ def find(
     reps = w.select("_row", *rank_cols, *(("_h0", "_h1") if index is not None else ()))[rep_at]
     del rep_at
     # What the outputs need of the rows (_frames), by position, on disk: their input rows and
-    # rank values. In memory only each row's representative.
-    store.put_frame("rows", w.select("_row", *rank_cols[:-1]))
+    # rank values (the other columns freed first). In memory only each row's representative.
+    w = w.select("_row", *rank_cols[:-1])
+    release()
+    store.put_frame("rows", w)
     del w
     release()
     rep_row = reps["_row"].to_numpy().astype(np.int64)
@@ -430,6 +432,7 @@ def _frames(
             "exact_of": rep_ids.gather(out),
         }
     )
+    del ids, rep_ids
     gone = np.flatnonzero(~is_keeper)
     gone = gone[np.argsort(pos[gone], kind="stable")]  # in output order
     removed = pl.DataFrame(
@@ -440,21 +443,15 @@ def _frames(
             "kind": kind.gather(gone),
         }
     )
+    del keeper_id, kind
     n_clusters = len(np.unique(cluster_id[size > 1]))
-    n = len(row_rep)
-    is_gone = np.zeros(n, dtype=bool)
+    # A row that is not its exact group's representative is removed (same id, same content),
+    # so the kept rows are the representatives not removed, already in position order (the
+    # output order); a kept row's own signature is the one the index needs.
+    is_gone = np.zeros(len(row_rep), dtype=bool)
     is_gone[mrow[gone]] = True
-    kept = []  # by position, (id, source, source_ref) order: the output order
-    for b in store.batches("rows", ["_row"]):
-        rows = b["_row"].to_numpy()
-        kept.append(rows[~is_gone[rows]])
-    kept_rows = np.concatenate(kept) if kept else np.empty(0, np.int64)
-    del kept
-    # A kept row is its exact group's representative (the best-ranked row of its star), so
-    # its own signature is the one the index needs; and each group keeps one row.
-    is_rep = np.zeros(n, dtype=bool)
-    is_rep[rep_row] = True
-    assert is_rep[kept_rows].all() and len(kept_rows) == nrep - int((is_gone & is_rep).sum())
+    kept_rows = rep_row[~is_gone[rep_row]]
+    assert len(kept_rows) + removed.height == len(row_rep)  # each row kept or removed
     return removed, clusters, n_clusters, len(comps), kept_rows
 
 

@@ -9,7 +9,7 @@ the stage writes what it needs later batch by batch and reads back only what a s
     ids.arrow        every row's id in (id, source, source_ref) order, ID_BATCH to a record
                      batch: the outputs name items by id, and only a few are named
     rows.arrow       every row's input row and keeper rank values, in that order: the
-                     outputs need them of the rows they name, and the kept rows' input rows
+                     outputs need them of the rows they name
 
 Signatures are not stored: the few a step needs (candidate pairs, big buckets, the kept
 rows' for the index) are recomputed from the shingle sets, which costs less than writing
@@ -21,7 +21,7 @@ kernel maps the pages around each touched one as well.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -295,15 +295,8 @@ class Store:
                 b = int(pos[sel[0]] // ID_BATCH)
                 t = reader.get_batch(b).take(pa.array(pos[sel] - b * ID_BATCH))
                 chunks.append(pl.DataFrame(pl.from_arrow(t)))
-        out = pl.concat(chunks)
-        return out[np.argsort(order, kind="stable")] if len(pos) else out
-
-    def batches(self, name: str, columns: list[str]) -> Iterator[pl.DataFrame]:
-        """`columns` of the table `put` kept, a record batch at a time, by position."""
-        with pa.OSFile(str(self.dir / f"{name}.arrow")) as f:
-            reader = pa.ipc.open_file(f)
-            for b in range(reader.num_record_batches):
-                yield pl.DataFrame(pl.from_arrow(reader.get_batch(b).select(columns)))
+        out = pl.concat(chunks, rechunk=False)  # (one copy: the gather's)
+        return out[np.argsort(order, kind="stable")] if len(pos) else out.rechunk()
 
     def drop_sets(self) -> None:
         """Done reading sets: their files removed and their offsets (16 bytes a row) freed."""
