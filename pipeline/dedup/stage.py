@@ -27,7 +27,7 @@ key, so shuffling the input changes no output byte.
 Memory is bounded by what must be resident per item (rank values, a content hash, input row,
 group and cluster numbers until the representatives are found, then each row's
 representative: the ids, input rows and rank values wait on disk in position order,
-store.py; 1.9 GB peak at 10M items on Ray), not by the text or the signatures: the input
+store.py; 1.7 GB peak at 10M items on Ray), not by the text or the signatures: the input
 is read a batch at a time (scan.py), shingle sets and band keys go to working files in the
 stage folder (store.py), bands are grouped one at a time and candidates verified a chunk at
 a time (find.py), and the outputs are gathered in output order through a scatter of the
