@@ -176,7 +176,7 @@ def test_the_store_gives_ids_by_position_in_the_order_asked(tmp_path, monkeypatc
             "_rank0": pl.Series(range(10), dtype=pl.UInt32),
         }
     )
-    s.put_frame("rows", rows)
+    s.put_frame("rows", pl.concat([rows.slice(0, 2), rows.slice(2)], rechunk=False))  # chunked
     assert s.take("rows", pos).equals(rows[pos])
     assert s.take("rows", np.empty(0, np.int64)).equals(rows.head(0))
 
@@ -223,7 +223,7 @@ def test_rows_sharing_an_id_rank_by_source_and_source_ref_whatever_the_input_ord
         assert r.removed["kind"].to_list() == ["same_id"] * 4
 
 
-def test_ingest_ids_sorted_as_numbers_give_what_the_same_ids_as_strings_give():
+def test_ingest_ids_sorted_as_numbers_give_what_the_same_ids_as_strings_give(monkeypatch):
     """Ingest's hex ids are sorted as integer pairs (ids.py), other ids as strings: the same
     items under both (a prefix keeps their order) give the same rows, kinds and clusters,
     repeated ids and ids split over read batches included."""
@@ -244,17 +244,16 @@ def test_ingest_ids_sorted_as_numbers_give_what_the_same_ids_as_strings_give():
 
         return read
 
-    got = []
-    for frame in (t, t.with_columns(id="z" + pl.col("id"))):
+    def run(frame: pl.DataFrame):
         with tempfile.TemporaryDirectory() as tmp:
             st = store.Store(Path(tmp), d.num_perm, d.seed, d.bands, d.rows, d.checks_change)
             batches = (frame.slice(s, 16) for s in range(0, frame.height, 16))
             keys = scan.scan(batches, d, st)
             w = scan.exact_groups(keys, d, in_batches(frame), st)
             res = find.find(w, st, d)
-            ids = st.ids(np.arange(frame.height)).to_list()
-        got.append((w.drop("_h0", "_h1"), res, ids))
-    (w, a, ids), (w2, b, ids2) = got
+            return w.drop("_h0", "_h1"), res, st.ids(np.arange(frame.height)).to_list()
+
+    (w, a, ids), (w2, b, ids2) = run(t), run(t.with_columns(id="z" + pl.col("id")))
     assert w.equals(w2)
     assert ids2 == ["z" + i for i in ids] and ids == sorted(ids)
     assert np.array_equal(a.kept_rows, b.kept_rows)
@@ -264,6 +263,18 @@ def test_ingest_ids_sorted_as_numbers_give_what_the_same_ids_as_strings_give():
         ("z" + pl.col(c)).alias(c) for c in ("id", "keeper_id", "exact_of")
     )
     assert named.equals(b.clusters)
+    # hex batches, then one id that is not: the ids are read again as strings
+    mixed = t.with_columns(
+        id=pl.when(pl.int_range(pl.len()) == t.height - 1).then(pl.lit("Q")).otherwise("id")
+    )
+    got = run(mixed)
+    from pipeline.dedup import ids as hexids
+
+    monkeypatch.setattr(hexids, "halves", lambda s: None)  # strings throughout
+    want = run(mixed)
+    assert got[0].equals(want[0]) and got[2] == want[2]
+    assert np.array_equal(got[1].kept_rows, want[1].kept_rows)
+    assert got[1].clusters.equals(want[1].clusters)
 
 
 def test_hex_ids_read_as_integer_pairs_read_back_as_the_same_strings():
@@ -281,6 +292,7 @@ def test_hex_ids_read_as_integer_pairs_read_back_as_the_same_strings():
     for other in ("0123456789ABCDEF01234567", "0123456789abcdef0123456", "g" * 24, "x"):
         assert ids.halves(pl.Series("id", [*some[:3], other])) is None
     assert ids.halves(pl.Series("id", [some[0], None])) is None
+    assert ids.halves(pl.Series("id", [1, 2])) is None  # not strings: sorted as they are
 
 
 def test_rank_order_is_the_polars_sort_it_replaces():

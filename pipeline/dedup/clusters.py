@@ -175,10 +175,10 @@ def stars(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(keeper, j_to_keeper) per node of a ranked-keeper star clustering.
 
-    `order` lists the nodes best-ranked first; (a[k], b[k], j[k]) are the verified edges at or
-    above the threshold. A node claimed by nobody is its own keeper (j 1.0). Only the nodes
-    with an edge are walked, in their rank order, over an adjacency of them alone: arrays of
-    their number, not of every node's (at 10M items a few hundred MB less).
+    `order` lists every node (0..n-1) best-ranked first; (a[k], b[k], j[k]) are the verified
+    edges at or above the threshold. A node claimed by nobody is its own keeper (j 1.0). Only
+    the nodes with an edge are walked, in their rank order, over an adjacency of them alone:
+    arrays of their number, not of every node's (at 10M items a few hundred MB less).
     """
     n = order.shape[0]
     keeper = np.arange(n, dtype=np.int64)

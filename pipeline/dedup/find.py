@@ -1,7 +1,7 @@
 """Exact then near duplicates of a table of items: the dedup stage's pure part.
 
 See stage.py for the method. The work is split so that it runs in bounded memory: scan.py
-reads the items batch by batch (keeping ids, rank values and content hashes) and writes
+reads the items batch by batch (keeping rank values and content hashes) and writes
 shingle sets and band keys to the working files (store.py); `find` then groups, bands one
 band at a time and verifies candidates a chunk at a time, reading from those files only the
 rows it needs. `find_duplicates` is the same over an in-memory frame (tests, benches).

@@ -22,9 +22,9 @@ _DIGITS = np.frombuffer(b"0123456789abcdef", np.uint8)
 
 
 def halves(ids: pl.Series) -> tuple[np.ndarray, np.ndarray] | None:
-    """(first half, second half) of each id as int64, when every id is ID_HEX_CHARS lowercase
-    hex digits; else None."""
-    if ids.null_count() or not ids.str.contains(_HEX_ID).all():
+    """(first half, second half) of each id as int64, when every id is a string of
+    ID_HEX_CHARS lowercase hex digits; else None."""
+    if ids.dtype != pl.String or ids.null_count() or not ids.str.contains(_HEX_ID).all():
         return None
     return (
         ids.str.slice(0, HALF).str.to_integer(base=16).to_numpy(),

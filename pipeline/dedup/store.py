@@ -270,10 +270,9 @@ class Store:
         """Keep a table of n rows by position on disk (NAME.arrow), asked of `part(start,
         stop)` a record batch of ID_BATCH rows at a time, in order."""
         with pa.ipc.new_file(self.dir / f"{name}.arrow", schema) as f:
-            for s in range(0, n, ID_BATCH):
-                t = part(s, min(s + ID_BATCH, n)).to_arrow().cast(schema)
-                for b in t.to_batches(max_chunksize=ID_BATCH) or [t.schema.empty_table()]:
-                    f.write_batch(b)
+            for s in range(0, n, ID_BATCH):  # batch k holds positions k * ID_BATCH on (take)
+                t = part(s, min(s + ID_BATCH, n)).to_arrow().cast(schema).combine_chunks()
+                f.write_batch(t.to_batches()[0])
         self._kept[name] = schema
 
     def put_frame(self, name: str, frame: pl.DataFrame) -> None:
