@@ -379,12 +379,12 @@ def _frames(
     at_rep = row_rep[at]
     mcl, mcomp = keeper_rep[at_rep], comp_rep[at_rep]
     size = size_of[mcl].astype(np.int64)
-    del size_of, at_rep
+    del size_of
     m = store.take("rows", at).with_columns(_pos=pl.Series(at, dtype=pl.Int64))
     o = rank_order(m, d, first=mcl)  # by cluster, each best-ranked first
-    mrow, mrep = m["_row"].to_numpy()[o], row_rep[at][o]
+    mrow, mrep = m["_row"].to_numpy()[o], at_rep[o]
     pos, mcl, mcomp, size = at[o], mcl[o], mcomp[o], size[o]
-    del m, at, o
+    del m, at, at_rep, o
     # the rows' ids and their representatives', in one read of the store's batches
     named_ids = store.ids(np.concatenate([pos, rep_pos[mrep]]))
     ids, rep_ids = named_ids.slice(0, len(pos)), named_ids.slice(len(pos))
